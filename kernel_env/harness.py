@@ -1,0 +1,202 @@
+"""Measurement helpers used on BOTH sides of the trust line: by the candidate process
+(kernel_env/candidate/runner.py) and by the trusted reference worker (kernel_env/judge/reference_worker.py).
+
+Keeping one copy means the reference and the candidate are seeded, fed and timed by the same code, so
+their numbers compare. Nothing here decides a verdict: the judge never trusts a value produced by
+this code inside the candidate process without checking it (see judge/service.py).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+# Output exchange: a tensor travels between processes as raw bytes plus a JSON header. No pickle,
+# so the trusted side never unpickles anything a candidate wrote.
+DTYPES = {
+    "float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16,
+    "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+def load_module(path: str | Path, name: str):
+    """Import a Python file as a fresh module (the problem file or the submission)."""
+    spec = importlib.util.spec_from_file_location(name, str(path))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def device_of(kind: str) -> torch.device:
+    return torch.device("cuda:0" if kind == "cuda" else "cpu")
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        _cuda_sync(device)  # device-wide: waits for work on every stream
+
+
+def make_inputs(task_mod, seed: int, device: torch.device) -> list:
+    """The problem's inputs for one seed, created directly on the device (no host round trip)."""
+    torch.manual_seed(seed)
+    with torch.device(device):
+        inputs = task_mod.get_inputs()
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def make_model(cls, task_mod, seed: int, device: torch.device):
+    """Construct Model or ModelNew the same way, so layers made in the same order get the same weights."""
+    torch.manual_seed(seed)
+    init_inputs = task_mod.get_init_inputs()
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = cls(*init_inputs)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device)
+    return model
+
+
+def clone_args(args: list) -> list:
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def call(model, args: list, seed: int):
+    torch.manual_seed(seed)  # models with dropout or random ops draw the same numbers on both sides
+    with torch.no_grad():
+        return model(*args)
+
+
+def flatten_outputs(out) -> list:
+    if isinstance(out, (list, tuple)):
+        items = list(out)
+    else:
+        items = [out]
+    return [x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in items]
+
+
+def write_tensor(t: torch.Tensor, path: Path) -> dict:
+    """Write a tensor as raw bytes; return its header (written by the caller with the rest)."""
+    t = t.detach()
+    if t.dtype not in DTYPE_NAMES:
+        raise TypeError(f"unsupported output dtype {t.dtype}")
+    flat = t.contiguous().reshape(-1).cpu()
+    raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
+    raw.numpy().tofile(str(path))
+    return {"file": path.name, "dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape)}
+
+
+def read_tensor(header: dict, folder: Path, max_bytes: int, device: torch.device) -> torch.Tensor:
+    """Read a tensor a candidate wrote, validating the header against the file. Raises ValueError."""
+    if not isinstance(header, dict):
+        raise ValueError("bad output header")
+    name, dtype_name, shape = header.get("file"), header.get("dtype"), header.get("shape")
+    if not isinstance(name, str) or "/" in name or name.startswith("."):
+        raise ValueError("bad output file name")
+    if dtype_name not in DTYPES:
+        raise ValueError(f"unsupported output dtype {dtype_name!r}")
+    if not isinstance(shape, list) or len(shape) > 16 or not all(isinstance(s, int) and 0 <= s < 2**40 for s in shape):
+        raise ValueError("bad output shape")
+    dtype = DTYPES[dtype_name]
+    numel = math.prod(shape)
+    nbytes = numel * torch.empty(0, dtype=dtype).element_size()
+    path = folder / name
+    if not path.is_file() or path.is_symlink():
+        raise ValueError("output file missing")
+    if path.stat().st_size != nbytes or nbytes > max_bytes:
+        raise ValueError("output file size does not match its header")
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype, device=device)
+    raw = torch.from_file(str(path), shared=False, size=nbytes, dtype=torch.uint8)
+    return raw.view(dtype).reshape(shape).to(device)
+
+
+# Timer primitives are bound when this module is imported, which the candidate runner does before it
+# imports the submission: a submission that later patches torch.cuda.Event, synchronize or
+# time.perf_counter does not reach these references.
+_perf_counter = time.perf_counter
+_median = statistics.median
+_cuda_sync = torch.cuda.synchronize
+_Event = torch.cuda.Event
+_event_record = torch.cuda.Event.record
+_event_elapsed = torch.cuda.Event.elapsed_time
+_event_sync = torch.cuda.Event.synchronize
+
+
+class L2Flusher:
+    """Overwrite a buffer larger than the last-level cache before each timed call."""
+
+    def __init__(self, device: torch.device, nbytes: int):
+        if device.type == "cpu":
+            nbytes = min(nbytes, 64 * 1024 * 1024)
+        self.buf = torch.empty(max(nbytes // 4, 1), dtype=torch.int32, device=device)
+
+    def __call__(self):
+        self.buf.fill_(1)
+
+
+def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_calls: int, budget_s: float,
+               stable_rel: float, flusher: L2Flusher, before=None) -> dict:
+    """Time fn() per call: L2 flushed before each call, device-wide sync after, median reported.
+
+    On CUDA each call is bracketed by events, and the end is taken after a device-wide synchronize so
+    that work a kernel left on side streams is counted; a calibration of the same bracket around an
+    empty call is subtracted (never below the plain stream-event time). On CPU a monotonic clock.
+    Stops when the median is stable (moves less than stable_rel between the first half and all
+    calls) after min_calls, when budget_s of measured time is spent, or at max_calls.
+    """
+    cuda = device.type == "cuda"
+
+    def one(f):
+        if before is not None:
+            before()
+        flusher()
+        synchronize(device)
+        if cuda:
+            s, e_stream, e_all = (_Event(enable_timing=True) for _ in range(3))
+            _event_record(s)
+            f()
+            _event_record(e_stream)
+            _cuda_sync(device)
+            _event_record(e_all)
+            _event_sync(e_all)
+            return _event_elapsed(s, e_stream), _event_elapsed(s, e_all)
+        t0 = _perf_counter()
+        f()
+        dt = (_perf_counter() - t0) * 1e3
+        return dt, dt
+
+    for _ in range(max(warmup, 1)):
+        one(fn)
+    overhead = 0.0
+    if cuda:  # what the bracket costs around nothing: host sync latency and the event launch
+        overhead = _median(one(lambda: None)[1] for _ in range(10))
+    times = []
+    spent = 0.0
+    while len(times) < max_calls:
+        t_stream, t_all = one(fn)
+        t = max(t_stream, t_all - overhead) if cuda else t_stream
+        times.append(t)
+        spent += t / 1e3
+        n = len(times)
+        if n >= min_calls and n % 5 == 0:
+            med, med_half = _median(times), _median(times[: n // 2])
+            if abs(med - med_half) <= stable_rel * med or spent >= budget_s:
+                break
+        if spent >= budget_s and n >= 3:
+            break
+    return {"median_ms": _median(times), "times_ms": times, "overhead_ms": overhead}
+
+
+def emit(fd: int, msg: dict) -> None:
+    """One JSON line on a protocol pipe."""
+    os.write(fd, (json.dumps(msg) + "\n").encode())

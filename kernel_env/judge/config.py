@@ -1,0 +1,57 @@
+"""Every limit and threshold of the judge, with its default, in one place."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("KERNEL_ENV_CACHE", Path.home() / ".cache" / "kernel_env"))
+
+
+@dataclass
+class JudgeConfig:
+    device: str = "cpu"                     # "cpu" or "cuda"
+    gpus: tuple[int, ...] = (0,)            # CUDA device indices, one measurement at a time on each
+    build_slots: int = max(1, (os.cpu_count() or 2) - 1)  # concurrent candidate builds (CPU bound)
+    max_code_bytes: int = 256 * 1024
+    build_timeout_s: float = 300.0          # import of the submission, load_inline compile included
+    run_timeout_s: float = 180.0            # correctness trials + timing, on the device
+    reference_timeout_s: float = 600.0      # reference outputs, reference timing, FLOP count
+    correctness_trials: int = 5
+    atol_fp32: float = 1e-4
+    rtol_fp32: float = 1e-4
+    atol_half: float = 1e-2                 # fp16 / bf16
+    rtol_half: float = 1e-2
+    # an all-zero answer must not pass: tolerances are capped at this share of the reference's scale
+    tiny_output_frac: float = 0.01
+    warmup_calls: int = 3
+    min_timed_calls: int = 10
+    max_timed_calls: int = 500
+    timing_budget_s: float = 2.0            # measured time budget per kernel
+    timing_stable_rel: float = 0.01         # stop when the median moves less than this
+    l2_flush_bytes: int = 256 * 1024 * 1024
+    suspicious_speedup: float = 50.0
+    roofline_violation_factor: float = 0.5  # t_new below this share of t_min: physically implausible
+    output_cap_bytes: int = 64 * 1024       # of a candidate's stdout/stderr kept for feedback
+    feedback_max_chars: int = 2000
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    cpu_threads: int = 1                    # torch threads per process on the CPU device
+
+    def __post_init__(self):
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu' or 'cuda', not {self.device!r}")
+        self.cache_dir = Path(self.cache_dir)
+        self.gpus = tuple(int(g) for g in self.gpus)
+        if self.correctness_trials < 1:
+            raise ValueError("correctness_trials must be >= 1")
+
+    def tolerance(self, dtype_name: str) -> tuple[float, float]:
+        if dtype_name in ("float16", "bfloat16"):
+            return self.atol_half, self.rtol_half
+        return self.atol_fp32, self.rtol_fp32
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]

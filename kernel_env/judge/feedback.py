@@ -1,0 +1,62 @@
+"""TRUSTED: short, actionable feedback for the model's next turn."""
+from __future__ import annotations
+
+import re
+
+_ERR = re.compile(r"(error|Error|ERROR)[: ]")
+_SERVER_PATHS = re.compile(r"(/[\w.\-+]+)+/(submission\.py|[\w.\-]+\.(cu|cpp|h|cuh|py))")
+
+
+def scrub_paths(text: str) -> str:
+    """Hide the server's folders: keep only file names."""
+    return _SERVER_PATHS.sub(lambda m: m.group(2), text)
+
+
+def clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 40] + "\n[... cut ...]\n" + text[-30:]
+
+
+def compiler_errors(output: str, max_errors: int = 3, context: int = 2) -> str:
+    """The first compiler errors with the lines around them (nvcc / g++ / ninja / Python)."""
+    lines = output.splitlines()
+    picked, seen = [], set()
+    for i, line in enumerate(lines):
+        if _ERR.search(line) and "ninja: build stopped" not in line and i not in seen:
+            lo, hi = max(0, i - 1), min(len(lines), i + context + 1)
+            picked.append("\n".join(lines[lo:hi]))
+            seen.update(range(lo, hi))
+            if len(picked) >= max_errors:
+                break
+    return "\n...\n".join(picked)
+
+
+def build_failure(message: str, output: str, limit: int) -> str:
+    errs = compiler_errors(output + "\n" + message)
+    if not errs:
+        errs = "\n".join(message.strip().splitlines()[-12:])
+    return clip(scrub_paths("Build failed (importing the submission / compiling the kernel):\n" + errs), limit)
+
+
+def runtime_failure(what: str, message: str, output: str, limit: int) -> str:
+    tail = "\n".join((message or output).strip().splitlines()[-15:])
+    return clip(scrub_paths(f"{what}\n{tail}"), limit)
+
+
+def timed_summary(speedup: float, t_new: float, t_ref: float, roofline_frac: float | None, bound: str | None,
+                  suspicious: bool, violation: bool) -> str:
+    rel = f"{speedup:.2f}x faster than" if speedup >= 1 else f"{1 / speedup:.2f}x slower than"
+    parts = [f"Correct. {rel} the reference ({t_new:.3f} ms vs {t_ref:.3f} ms)"]
+    if roofline_frac is not None:
+        parts.append(f"{100 * roofline_frac:.0f}% of roofline, {bound}-bound")
+    text = ", ".join(parts) + "."
+    if violation:
+        text += (" The measured time is below the speed-of-light floor for this problem, which is not physically "
+                 "possible: the timing is not trusted and earns no reward.")
+    elif suspicious:
+        text += " This speedup is unusually large and is flagged for review."
+    elif roofline_frac is not None and roofline_frac < 0.3:
+        text += (" Far from the roofline: look at memory access patterns (coalescing, vector loads) or "
+                 "the arithmetic's use of the hardware." if bound == "memory" else
+                 " Far from the roofline: use tiling / shared memory and the matrix units.")
+    return text

@@ -1,0 +1,175 @@
+"""TRUSTED: starting, watching and reaping the processes the judge runs.
+
+Each process gets its own session (process group) so that a timeout kills it with all its children,
+a scrubbed environment (no tokens or secrets), its own folder as HOME and TMPDIR, resource limits, and
+two channels: stdout+stderr (kept up to a cap, whatever it prints) and a protocol pipe for JSON lines.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import signal
+import sys
+from pathlib import Path
+
+import kernel_env
+
+PACKAGE_PARENT = str(Path(kernel_env.__file__).resolve().parent.parent)
+# Variables a candidate may see. Everything else (tokens, cloud keys, the server's own settings) is dropped.
+_PASS_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "LD_LIBRARY_PATH",
+             "NVIDIA_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+             "PYTHONPATH")
+MAX_PROTOCOL_LINE = 4 * 1024 * 1024
+
+
+def child_env(workdir: Path, extra: dict) -> dict:
+    env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
+    pp = env.get("PYTHONPATH", "")
+    env.update({
+        "HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONPATH": PACKAGE_PARENT + (os.pathsep + pp if pp else ""),
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0",
+    })
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def _limits(max_file_bytes: int | None, nofile: int = 1024):
+    def apply():
+        os.setsid()  # new session: one killpg reaches every child it forks
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        if max_file_bytes:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+    return apply
+
+
+class Proc:
+    """One child process: protocol messages as a queue, output kept up to a cap."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, proto_reader: asyncio.StreamReader, out_cap: int, transport):
+        self.proc = proc
+        self.messages: asyncio.Queue = asyncio.Queue()
+        self._proto = proto_reader
+        self._transport = transport
+        self._cap = out_cap
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._dropped = 0
+        self._tasks = [asyncio.ensure_future(self._read_output()), asyncio.ensure_future(self._read_protocol())]
+
+    @classmethod
+    async def start(cls, argv: list, workdir: Path, env: dict, out_cap: int, max_file_bytes: int | None = None):
+        rfd, wfd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, str(wfd), cwd=str(workdir), env=env, stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, pass_fds=(wfd,),
+                preexec_fn=_limits(max_file_bytes))
+        except BaseException:
+            os.close(rfd)
+            os.close(wfd)
+            raise
+        os.close(wfd)
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=MAX_PROTOCOL_LINE)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(rfd, "rb", 0))
+        return cls(proc, reader, out_cap, transport)
+
+    async def _read_output(self):
+        half = self._cap // 2
+        while True:
+            chunk = await self.proc.stdout.read(65536)
+            if not chunk:
+                return
+            if len(self._head) < half:
+                take = half - len(self._head)
+                self._head += chunk[:take]
+                chunk = chunk[take:]
+            if chunk:
+                self._tail += chunk
+                if len(self._tail) > half:
+                    self._dropped += len(self._tail) - half
+                    del self._tail[: len(self._tail) - half]
+
+    async def _read_protocol(self):
+        try:
+            while True:
+                line = await self._proto.readline()
+                if not line:
+                    break
+                try:
+                    msg = json.loads(line)
+                    await self.messages.put(msg if isinstance(msg, dict) else {"event": "garbage"})
+                except ValueError:
+                    await self.messages.put({"event": "garbage"})
+        except (ValueError, asyncio.LimitOverrunError):
+            await self.messages.put({"event": "garbage", "message": "protocol line too long"})
+        finally:
+            await self.messages.put({"event": "eof"})
+
+    def output(self) -> str:
+        text = self._head.decode("utf-8", "replace")
+        if self._tail:
+            if self._dropped:
+                text += f"\n[... {self._dropped} bytes of output dropped ...]\n"
+            text += self._tail.decode("utf-8", "replace")
+        return text
+
+    async def next_message(self, timeout: float) -> dict:
+        """The next protocol message; {"event": "timeout"} after `timeout` s; {"event": "eof"} when it closed."""
+        try:
+            return await asyncio.wait_for(self.messages.get(), timeout)
+        except asyncio.TimeoutError:
+            return {"event": "timeout"}
+
+    async def send(self, line: str) -> bool:
+        try:
+            self.proc.stdin.write((line + "\n").encode())
+            await self.proc.stdin.drain()
+            return True
+        except (BrokenPipeError, ConnectionResetError, RuntimeError):
+            return False
+
+    async def wait(self, timeout: float) -> int | None:
+        try:
+            return await asyncio.wait_for(self.proc.wait(), timeout)
+        except asyncio.TimeoutError:
+            return None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    async def close(self) -> None:
+        """Kill the whole group and wait for the reader tasks: nothing is left running."""
+        self.kill()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 10)
+        except asyncio.TimeoutError:
+            pass
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._transport.close()
+
+    @property
+    def returncode(self):
+        return self.proc.returncode
+
+
+def describe_exit(rc: int | None) -> str:
+    if rc is None:
+        return "did not exit"
+    if rc < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"was killed by signal {-rc}"
+    return f"exited with status {rc}"
+
+
+PYTHON = sys.executable

@@ -1,0 +1,405 @@
+"""TRUSTED: the judge. Turns (task id, source) into a Verdict, and schedules the work.
+
+One submission travels:
+  1. format + static checks on the source (here, no process)
+  2. build: a candidate process imports the submission (load_inline compiles) - holds a CPU build slot
+  3. run: once a device slot is free (one measurement per GPU at a time), the candidate runs the
+     correctness trials on fresh seeds, writes its outputs, times itself and exits
+  4. judge: the reference worker (a trusted process that never saw candidate code) makes the reference
+     outputs for the same seeds and compares; the task's profile (t_ref, FLOPs, bytes) comes from a cache
+  5. verdict: speedup and roofline numbers, flags, feedback.
+"""
+from __future__ import annotations
+
+import ast
+import asyncio
+import hashlib
+import json
+import logging
+import math
+import secrets
+import shutil
+import statistics
+import tempfile
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from ..tasks import Task, TaskSet
+from . import feedback as fb
+from .checks import check_source
+from .config import JudgeConfig
+from .sandbox import PYTHON, Proc, child_env, describe_exit
+from .verdict import ErrorKind, Stage, Verdict
+
+log = logging.getLogger("kernel_env.judge")
+
+
+class JudgeInternalError(RuntimeError):
+    """The judge could not reach a verdict for reasons that are not the candidate's (reference crashed...)."""
+
+
+class Judge:
+    def __init__(self, config: JudgeConfig | None = None, tasks: TaskSet | None = None):
+        self.cfg = config or JudgeConfig()
+        self.tasks = tasks or TaskSet()
+        self.cfg.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.work_root = Path(tempfile.gettempdir()) / "kernel_env_work"
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        self._build_sem = asyncio.Semaphore(self.cfg.build_slots)
+        slots = self.cfg.gpus if self.cfg.device == "cuda" else (0,)
+        self._dev_locks = {g: asyncio.Lock() for g in slots}
+        self._dev_pending = {g: 0 for g in slots}
+        self._dev_busy_s = {g: 0.0 for g in slots}
+        self._t0 = time.monotonic()
+        self._stats = {"evaluations": 0, "by_stage": {}, "waiting_build": 0, "waiting_device": 0, "running": 0,
+                       "build_s_total": 0.0, "builds": 0, "measure_s_total": 0.0, "measures": 0}
+
+    # ---------------------------------------------------------------- public API
+    async def evaluate(self, task_id: str, code) -> Verdict:
+        """The verdict on one submission. Raises TaskError for an unknown task; never for bad code.
+        Cancelling it kills its processes and removes its files."""
+        task = self.tasks.get(task_id)
+        t_start = time.monotonic()
+        self._stats["running"] += 1
+        try:
+            v = self._check(task, code)
+            if v is None:
+                v = await self._run(task, code if isinstance(code, str) else code.decode("utf-8"))
+        finally:
+            self._stats["running"] -= 1
+        v.timings["total_s"] = round(time.monotonic() - t_start, 3)
+        self._stats["evaluations"] += 1
+        self._stats["by_stage"][v.stage] = self._stats["by_stage"].get(v.stage, 0) + 1
+        return v
+
+    def evaluate_sync(self, task_id: str, code) -> Verdict:
+        return asyncio.run(self.evaluate(task_id, code))
+
+    async def task_profile(self, task_id: str) -> dict:
+        """FLOPs, bytes, t_min, bound, t_ref and ref_roofline_frac of a task on this judge's device (cached)."""
+        res = await self.profiles([task_id])
+        if not res[0].get("ok"):
+            raise JudgeInternalError(res[0].get("error", "profiling failed"))
+        return res[0]["profile"]
+
+    async def profiles(self, task_ids: list[str], progress=None) -> list[dict]:
+        """Profiles of many tasks in one reference worker (the roofline table). One result per task."""
+        tasks = [self.tasks.get(t) for t in task_ids]
+        gpu = self._pick_device()
+        workdir = Path(tempfile.mkdtemp(prefix="profile-", dir=self.work_root))
+        ref = None
+        try:
+            ref = await Proc.start([PYTHON, "-m", "kernel_env.judge.reference_worker"], workdir,
+                                   self._env(workdir, gpu, trusted=True), self.cfg.output_cap_bytes)
+            out = []
+            async with self._device(gpu):
+                await ref.send(json.dumps({"mode": "profile", **self._ref_common(),
+                                           "tasks": [self._task_req(t) for t in tasks]}))
+                for t in tasks:
+                    msg = await ref.next_message(self.cfg.reference_timeout_s)
+                    if msg.get("event") in ("eof", "timeout"):
+                        why = "timed out" if msg["event"] == "timeout" else describe_exit(await ref.wait(5))
+                        err = {"ok": False, "task_id": t.task_id, "error": f"reference worker {why}: "
+                               + fb.clip(ref.output(), 1500)}
+                        out += [err] + [{"ok": False, "task_id": x.task_id, "error": "not profiled"}
+                                        for x in tasks[len(out) + 1:]]
+                        break
+                    out.append(msg)
+                    if progress:
+                        progress(len(out), len(tasks), msg)
+            return out
+        finally:
+            if ref:
+                await ref.close()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def stats(self) -> dict:
+        up = time.monotonic() - self._t0
+        s = dict(self._stats)
+        s["by_stage"] = dict(s["by_stage"])
+        s["build_s_mean"] = s["build_s_total"] / s["builds"] if s["builds"] else None
+        s["measure_s_mean"] = s["measure_s_total"] / s["measures"] if s["measures"] else None
+        s["device_busy_frac"] = {str(g): (b / up if up > 0 else 0.0) for g, b in self._dev_busy_s.items()}
+        s["queue_depth"] = s["waiting_build"] + s["waiting_device"]
+        s["uptime_s"] = up
+        s["device"] = self.cfg.device
+        return s
+
+    async def aclose(self) -> None:
+        pass  # every evaluation cleans up after itself; nothing long-lived to stop
+
+    # ---------------------------------------------------------------- stages
+    def _check(self, task: Task, code) -> Verdict | None:
+        limit = self.cfg.feedback_max_chars
+
+        def fail(stage, kind, msg):
+            return Verdict(task.task_id, stage.value, error_kind=kind.value, feedback=fb.clip(msg, limit))
+
+        if code is None or (isinstance(code, (str, bytes)) and not code.strip()):
+            return fail(Stage.FORMAT, ErrorKind.EMPTY_CODE, "No code was submitted: answer with one ```python block "
+                        "that defines class ModelNew.")
+        if not isinstance(code, (str, bytes)):
+            return fail(Stage.FORMAT, ErrorKind.EMPTY_CODE, "The submission must be Python source text.")
+        raw = code.encode("utf-8", "surrogatepass") if isinstance(code, str) else code
+        if len(raw) > self.cfg.max_code_bytes:
+            return fail(Stage.FORMAT, ErrorKind.CODE_TOO_LARGE,
+                        f"The submission is {len(raw)} bytes; the limit is {self.cfg.max_code_bytes}.")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return fail(Stage.FORMAT, ErrorKind.NOT_UTF8, "The submission is not valid UTF-8 text.")
+        if "\x00" in text:
+            return fail(Stage.FORMAT, ErrorKind.NOT_UTF8, "The submission contains NUL characters.")
+        try:
+            tree = ast.parse(text)
+        except SyntaxError as e:
+            line = (e.text or "").rstrip()
+            return fail(Stage.FORMAT, ErrorKind.SYNTAX_ERROR, f"Syntax error at line {e.lineno}: {e.msg}\n    {line}")
+        if not any((isinstance(n, ast.ClassDef) and n.name == "ModelNew") or
+                   (isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "ModelNew" for t in n.targets))
+                   for n in tree.body):
+            return fail(Stage.FORMAT, ErrorKind.NO_MODEL_NEW, "No `class ModelNew(nn.Module)` at module level: define "
+                        "it with the same constructor arguments as Model.")
+        bad = check_source(text, tree)
+        if bad:
+            where = f" (line {bad.line})" if bad.line else ""
+            return fail(Stage.STATIC, bad.kind, f"Rejected before running{where}: {bad.message}.")
+        return None
+
+    async def _run(self, task: Task, source: str) -> Verdict:
+        cfg = self.cfg
+        v = Verdict(task.task_id, Stage.BUILD.value)
+        workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=self.work_root))
+        refdir = Path(tempfile.mkdtemp(prefix="ref-", dir=self.work_root))
+        cand = ref = None
+        gpu = self._pick_device()
+        self._dev_pending[gpu] += 1
+        try:
+            seeds = [secrets.randbits(31) for _ in range(cfg.correctness_trials)]  # fresh per evaluation
+            init_seed = secrets.randbits(31)
+            (workdir / "submission.py").write_text(source)
+            plan = {"task_path": str(task.path), "device": cfg.device, "seeds": seeds, "init_seed": init_seed,
+                    "timing_sets": min(2, len(seeds)), "l2_flush_bytes": cfg.l2_flush_bytes,
+                    "cpu_threads": cfg.cpu_threads, "timing": self._timing()}
+            (workdir / "plan.json").write_text(json.dumps(plan))
+            # the trusted worker starts now so that its imports overlap with the build
+            ref = await Proc.start([PYTHON, "-m", "kernel_env.judge.reference_worker"], refdir,
+                                   self._env(refdir, gpu, trusted=True), cfg.output_cap_bytes)
+
+            # ---- build (CPU slot)
+            self._stats["waiting_build"] += 1
+            async with self._build_sem:
+                self._stats["waiting_build"] -= 1
+                t_b = time.monotonic()
+                cand = await Proc.start([PYTHON, "-m", "kernel_env.candidate.runner", str(workdir)], workdir,
+                                        self._env(workdir, gpu, trusted=False), cfg.output_cap_bytes,
+                                        max_file_bytes=cfg_max_file_bytes(cfg))
+                msg = await cand.next_message(cfg.build_timeout_s)
+                v.timings["build_s"] = round(time.monotonic() - t_b, 3)
+            self._stats["builds"] += 1
+            self._stats["build_s_total"] += v.timings["build_s"]
+            if msg.get("event") != "built":
+                return await self._fail_build(v, cand, msg)
+
+            # ---- run (exclusive device slot)
+            self._stats["waiting_device"] += 1
+            t_q = time.monotonic()
+            async with self._device(gpu):
+                self._stats["waiting_device"] -= 1
+                v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
+                t_r = time.monotonic()
+                run = await self._run_candidate(cand)
+                await cand.close()  # the candidate is gone before the reference is computed
+                v.timings["run_s"] = round(time.monotonic() - t_r, 3)
+                if run.get("failed"):
+                    v.stage, v.error_kind, v.feedback = Stage.RUN.value, run["kind"], run["feedback"]
+                    v.details.update(run.get("details", {}))
+                    return v
+                t_c = time.monotonic()
+                res = await self._reference(ref, task, plan, workdir, run)
+                v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
+                self._stats["measures"] += 1
+                self._stats["measure_s_total"] += time.monotonic() - t_r
+            return self._verdict(v, run, res)
+        except asyncio.CancelledError:
+            raise
+        except JudgeInternalError as e:
+            v.stage, v.error_kind = Stage.RUN.value, ErrorKind.INTERNAL.value
+            v.feedback = "The evaluator failed on this submission (not your fault); submit again."
+            v.details["internal_error"] = fb.clip(str(e), 2000)
+            log.error("internal error on %s: %s", task.task_id, e)
+            return v
+        finally:
+            self._dev_pending[gpu] -= 1
+            for p in (cand, ref):
+                if p is not None:
+                    await asyncio.shield(p.close())
+            shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(refdir, ignore_errors=True)
+
+    async def _fail_build(self, v: Verdict, cand: Proc, msg: dict) -> Verdict:
+        ev = msg.get("event")
+        limit = self.cfg.feedback_max_chars
+        if ev == "timeout":
+            v.error_kind = ErrorKind.BUILD_TIMEOUT.value
+            v.feedback = f"Build timed out after {self.cfg.build_timeout_s:.0f} s (compiling or importing the submission)."
+        elif ev == "error" and msg.get("kind") == "no_model_new":
+            v.stage, v.error_kind = Stage.FORMAT.value, ErrorKind.NO_MODEL_NEW.value
+            v.feedback = "The module imported, but it defines no class ModelNew."
+        elif ev == "error":
+            await cand.wait(5)
+            v.error_kind = ErrorKind.BUILD_ERROR.value
+            v.feedback = fb.build_failure(str(msg.get("message", "")), cand.output(), limit)
+        else:  # the process died or sent garbage while importing
+            cand.kill()
+            rc = await cand.wait(5)
+            v.error_kind = ErrorKind.CRASH.value
+            v.feedback = fb.runtime_failure(f"The process {describe_exit(rc)} while importing the submission.", "",
+                                            cand.output(), limit)
+        return v
+
+    async def _run_candidate(self, cand: Proc) -> dict:
+        """Drive the run phase; a dict with outputs/times, or failed=True with kind and feedback."""
+        cfg, limit = self.cfg, self.cfg.feedback_max_chars
+        deadline = time.monotonic() + cfg.run_timeout_s
+        if not await cand.send("go"):
+            rc = await cand.wait(5)
+            return {"failed": True, "kind": ErrorKind.CRASH.value,
+                    "feedback": fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit)}
+        got: dict = {}
+        t_outputs = None
+        while True:
+            msg = await cand.next_message(max(0.0, deadline - time.monotonic()))
+            ev = msg.get("event")
+            if ev == "outputs":
+                got["trials"], t_outputs = msg.get("trials"), time.monotonic()
+            elif ev == "timed":
+                got["times_ms"], got["calls"] = msg.get("times_ms"), msg.get("calls")
+                got["timing_wall_s"] = time.monotonic() - (t_outputs or time.monotonic())
+            elif ev == "done":
+                got["rechecks"] = msg.get("rechecks")
+                break
+            elif ev == "timeout":
+                cand.kill()
+                return {"failed": True, "kind": ErrorKind.RUN_TIMEOUT.value,
+                        "feedback": fb.clip(f"Timed out after {cfg.run_timeout_s:.0f} s while running ModelNew "
+                                            f"({'timing' if 'trials' in got else 'correctness trials'}). "
+                                            "An infinite loop or a deadlock in the kernel?", limit)}
+            elif ev == "error":
+                phase = msg.get("phase", "run")
+                return {"failed": True, "kind": ErrorKind.RUNTIME_ERROR.value, "details": {"phase": phase},
+                        "feedback": fb.runtime_failure(f"ModelNew raised an exception ({phase}):",
+                                                       str(msg.get("message", "")), cand.output(), limit)}
+            elif ev in ("eof", "garbage"):
+                cand.kill() if ev == "garbage" else None
+                rc = await cand.wait(10)
+                return {"failed": True, "kind": ErrorKind.CRASH.value, "details": {"exit": describe_exit(rc)},
+                        "feedback": fb.runtime_failure(f"The process {describe_exit(rc)} while running ModelNew "
+                                                       "(a crash: bad memory access, illegal instruction, exit?). "
+                                                       "Its last output:", "", cand.output() or "(none)", limit)}
+        if not self._valid_times(got):
+            return {"failed": True, "kind": ErrorKind.TIMING_INVALID.value,
+                    "details": {"timing_wall_s": got.get("timing_wall_s")},
+                    "feedback": "The timing report is inconsistent with the evaluator's own clock; the run is discarded."}
+        return got
+
+    def _valid_times(self, got: dict) -> bool:
+        """Times are claims from the candidate process: sane numbers, and no more than the wall clock saw."""
+        times = got.get("times_ms")
+        if not isinstance(times, list) or not 1 <= len(times) <= self.cfg.max_timed_calls:
+            return False
+        if not all(isinstance(t, (int, float)) and math.isfinite(t) and t > 0 for t in times):
+            return False
+        return sum(times) / 1e3 <= got["timing_wall_s"] * 1.05 + 0.01
+
+    async def _reference(self, ref: Proc, task: Task, plan: dict, workdir: Path, run: dict) -> dict:
+        cfg = self.cfg
+        req = {"mode": "compare", **self._ref_common(), **self._task_req(task), "seeds": plan["seeds"],
+               "init_seed": plan["init_seed"], "cand_dir": str(workdir / "out"), "trials": run.get("trials"),
+               "rechecks": run.get("rechecks"), "max_output_bytes": cfg_max_file_bytes(cfg)}
+        if not await ref.send(json.dumps(req)):
+            raise JudgeInternalError("reference worker died before the request: " + ref.output()[-1500:])
+        msg = await ref.next_message(cfg.reference_timeout_s)
+        if msg.get("event") in ("timeout", "eof", "garbage"):
+            raise JudgeInternalError(f"reference worker {msg.get('event')}: " + ref.output()[-1500:])
+        if not msg.get("ok"):
+            raise JudgeInternalError(str(msg.get("error")))
+        return msg
+
+    def _verdict(self, v: Verdict, run: dict, res: dict) -> Verdict:
+        cfg, prof, cmp_ = self.cfg, res["profile"], res["compare"]
+        v.device_name, v.flops, v.bytes_moved = prof["device_name"], prof["flops"], prof["bytes"]
+        v.t_ref_ms, v.t_min_ms, v.bound = prof["t_ref_ms"], prof["t_min_ms"], prof["bound"]
+        v.ref_roofline_frac = prof["ref_roofline_frac"]
+        v.trials_passed = cmp_["passed"]
+        if cmp_["mismatch"]:
+            mm = cmp_["mismatch"]
+            v.stage, v.error_kind = Stage.CORRECTNESS.value, ErrorKind.OUTPUT_MISMATCH.value
+            where = f"recheck of timed outputs" if "recheck" in mm else f"trial {mm.get('trial', 0) + 1} of {len(run.get('trials') or [])}"
+            v.feedback = fb.clip(f"Wrong output ({where}): {mm['message']}", cfg.feedback_max_chars)
+            v.details["mismatch"] = mm
+            return v
+        t_new = statistics.median(run["times_ms"])
+        v.stage, v.correct = Stage.TIMED.value, True
+        v.t_new_ms = t_new
+        v.speedup = v.t_ref_ms / t_new
+        v.roofline_frac = v.t_min_ms / t_new if v.t_min_ms else None
+        v.suspicious = v.speedup > cfg.suspicious_speedup
+        v.roofline_violation = bool(v.t_min_ms) and t_new < v.t_min_ms * cfg.roofline_violation_factor
+        v.details.update({"timed_calls": len(run["times_ms"]), "ref_calls": prof.get("ref_calls"),
+                          "timing_spread": _spread(run["times_ms"])})
+        v.feedback = fb.timed_summary(v.speedup, t_new, v.t_ref_ms, v.roofline_frac, v.bound, v.suspicious,
+                                      v.roofline_violation)
+        return v
+
+    # ---------------------------------------------------------------- plumbing
+    def _timing(self) -> dict:
+        c = self.cfg
+        return {"warmup": c.warmup_calls, "min_calls": c.min_timed_calls, "max_calls": c.max_timed_calls,
+                "budget_s": c.timing_budget_s, "stable_rel": c.timing_stable_rel}
+
+    def _ref_common(self) -> dict:
+        c = self.cfg
+        return {"device": c.device, "cache_dir": str(c.cache_dir), "cpu_threads": c.cpu_threads,
+                "l2_flush_bytes": c.l2_flush_bytes, "timing": self._timing(),
+                "tolerance": {"atol_fp32": c.atol_fp32, "rtol_fp32": c.rtol_fp32, "atol_half": c.atol_half,
+                              "rtol_half": c.rtol_half, "tiny_output_frac": c.tiny_output_frac}}
+
+    @staticmethod
+    def _task_req(task: Task) -> dict:
+        return {"task_id": task.task_id, "task_path": str(task.path),
+                "source_sha": hashlib.sha256(task.path.read_bytes()).hexdigest()[:16]}
+
+    def _env(self, workdir: Path, gpu: int, trusted: bool) -> dict:
+        c = self.cfg
+        extra = {"TORCH_EXTENSIONS_DIR": c.cache_dir / "torch_extensions", "TRITON_CACHE_DIR": c.cache_dir / "triton",
+                 "OMP_NUM_THREADS": c.cpu_threads, "MKL_NUM_THREADS": c.cpu_threads}
+        if c.device == "cuda":
+            extra["CUDA_VISIBLE_DEVICES"] = gpu
+        else:
+            extra["CUDA_VISIBLE_DEVICES"] = ""
+            extra["TRITON_INTERPRET"] = 1
+        return child_env(workdir, extra)
+
+    def _pick_device(self) -> int:
+        return min(self._dev_pending, key=lambda g: self._dev_pending[g])
+
+    @asynccontextmanager
+    async def _device(self, gpu: int):
+        async with self._dev_locks[gpu]:
+            t = time.monotonic()
+            try:
+                yield
+            finally:
+                self._dev_busy_s[gpu] += time.monotonic() - t
+
+
+def cfg_max_file_bytes(cfg: JudgeConfig) -> int:
+    return 64 << 30 if cfg.device == "cuda" else 4 << 30
+
+
+def _spread(times: list) -> float:
+    q = sorted(times)
+    lo, hi = q[len(q) // 10], q[(9 * len(q)) // 10]
+    return (hi - lo) / statistics.median(q) if q else 0.0
