@@ -1,0 +1,212 @@
+"""The judge through its real subprocess path, on the CPU device (C++ load_inline kernels)."""
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from kernel_env.judge import Judge, JudgeConfig
+from kernel_env.judge.compare import compare_outputs
+from kernel_env.judge.roofline import count_flops, speed_of_light
+
+from conftest import ROOT, submission
+
+TOL = {"atol_fp32": 1e-4, "rtol_fp32": 1e-4, "atol_half": 1e-2, "rtol_half": 1e-2, "tiny_output_frac": 0.01}
+
+
+def make_judge(cache_dir, **kw):
+    kw.setdefault("timing_budget_s", 0.3)
+    return Judge(JudgeConfig(device="cpu", cache_dir=cache_dir, build_slots=1, **kw))
+
+
+def _children_of_us():
+    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(os.getpid())], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if "kernel_env" in l]
+
+
+def _leftovers(judge):
+    return sorted(p.name for p in judge.work_root.iterdir() if p.name.startswith(("eval-", "ref-", "profile-")))
+
+
+def test_correct_cpp_kernel_is_timed_with_speedup_and_roofline(cache_dir):
+    judge = make_judge(cache_dir)
+    before = _leftovers(judge)
+    v = judge.evaluate_sync("level1/1_Small_ReLU", submission("relu_ok.py"))
+    assert v.stage == "timed" and v.correct and v.error_kind == "none", v.feedback
+    assert v.trials_passed == 5
+    assert v.t_new_ms > 0 and v.t_ref_ms > 0 and v.speedup == pytest.approx(v.t_ref_ms / v.t_new_ms)
+    assert v.t_min_ms > 0 and v.bound == "memory"
+    assert v.roofline_frac == pytest.approx(v.t_min_ms / v.t_new_ms)
+    assert v.ref_roofline_frac == pytest.approx(v.t_min_ms / v.t_ref_ms)
+    assert v.flops == 256 * 4096 and v.bytes_moved == 2 * 256 * 4096 * 4
+    assert not v.suspicious and not v.roofline_violation
+    assert "faster than" in v.feedback or "slower than" in v.feedback
+    assert "% of roofline, memory-bound" in v.feedback
+    assert _leftovers(judge) == before and not _children_of_us()
+
+
+def test_fused_linear_relu_with_parameters_is_correct(cache_dir):
+    v = make_judge(cache_dir).evaluate_sync("level2/1_Small_Linear_ReLU", submission("linear_relu_ok.py"))
+    assert v.correct, v.feedback
+    assert v.flops >= 2 * 64 * 512 * 512  # the addmm, counted by FlopCounterMode
+
+
+def test_wrong_kernel_fails_correctness_with_numbers(cache_dir):
+    v = make_judge(cache_dir).evaluate_sync("level1/1_Small_ReLU", submission("relu_wrong.py"))
+    assert v.stage == "correctness" and not v.correct and v.error_kind == "output_mismatch"
+    assert v.speedup is None and v.trials_passed == 0
+    assert "outside tolerance" in v.feedback and "expected" in v.feedback
+    assert v.details["mismatch"]["max_abs_err"] > 1e-4
+
+
+def test_segfault_is_a_run_failure_not_an_exception(cache_dir):
+    judge = make_judge(cache_dir)
+    v = judge.evaluate_sync("level1/1_Small_ReLU", submission("relu_segfault.py"))
+    assert v.stage == "run" and v.error_kind == "crash" and not v.correct
+    assert "SIGSEGV" in v.feedback
+    assert not _children_of_us()
+
+
+def test_infinite_loop_times_out_and_the_process_group_is_killed(cache_dir):
+    judge = make_judge(cache_dir, run_timeout_s=4)
+    t0 = time.monotonic()
+    v = judge.evaluate_sync("level1/1_Small_ReLU", submission("relu_hang.py"))
+    assert v.stage == "run" and v.error_kind == "run_timeout"
+    assert "Timed out" in v.feedback
+    assert time.monotonic() - t0 < 60
+    assert not _children_of_us() and not _leftovers(judge)
+
+
+def test_no_model_new_is_a_format_failure(cache_dir):
+    judge = make_judge(cache_dir)
+    v = judge.evaluate_sync("level1/1_Small_ReLU", submission("no_model_new.py"))
+    assert v.stage == "format" and v.error_kind == "no_model_new"
+    # a name that is bound but is not a class is found when the module is imported
+    code = submission("relu_ok.py").replace("class ModelNew(", "class _Impl(") + "\nModelNew = None\n"
+    v = judge.evaluate_sync("level1/1_Small_ReLU", code)
+    assert v.stage == "format" and v.error_kind == "no_model_new", v.feedback
+
+
+def test_build_error_reports_the_compiler_error_line(cache_dir):
+    code = submission("relu_ok.py").replace('name="kernel_env_test_ops"', 'name="kernel_env_test_broken"').replace(
+        "return y;\n}", "return y  // missing semicolon\n}", 1)
+    v = make_judge(cache_dir).evaluate_sync("level1/1_Small_ReLU", code)
+    assert v.stage == "build" and v.error_kind == "build_error"
+    assert "error" in v.feedback and "main.cpp" in v.feedback or "expected" in v.feedback, v.feedback
+    assert "/tmp/" not in v.feedback  # server paths are not shown
+
+
+@pytest.mark.parametrize("code,kind", [
+    ("", "empty_code"),
+    ("   \n", "empty_code"),
+    ("x" * (256 * 1024 + 1), "code_too_large"),
+    (b"\xff\xfe class ModelNew: pass", "not_utf8"),
+    ("class ModelNew(:\n", "syntax_error"),
+    ("import torch\nclass Other: pass\n", "no_model_new"),
+])
+def test_format_failures_never_start_a_process(cache_dir, code, kind):
+    v = make_judge(cache_dir).evaluate_sync("level1/1_Small_ReLU", code)
+    assert v.stage == "format" and v.error_kind == kind and v.feedback
+    assert "timings" in v.to_dict() and "build_s" not in v.timings
+
+
+def test_triton_kernel_under_the_interpreter(cache_dir):
+    pytest.importorskip("triton")
+    v = make_judge(cache_dir).evaluate_sync("level1/1_Small_ReLU", submission("triton_relu.py"))
+    assert v.stage == "timed" and v.correct, v.feedback
+
+
+def test_cancelled_evaluation_leaves_nothing_behind(cache_dir):
+    judge = make_judge(cache_dir, run_timeout_s=60)
+
+    async def go():
+        t = asyncio.ensure_future(judge.evaluate("level1/1_Small_ReLU", submission("relu_hang.py")))
+        await asyncio.sleep(8)  # built (cached) and spinning by now
+        t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t
+
+    asyncio.run(go())
+    assert not _children_of_us() and not _leftovers(judge)
+
+
+def test_matmul_roofline_numbers_are_exact():
+    n = 64
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    counted, fallback = count_flops(lambda: a @ b)
+    assert counted == 2 * n**3 and fallback == 0
+    _, fb = count_flops(lambda: torch.relu(a))  # not in FlopCounterMode's table: one per element
+    assert fb == n * n
+    sol = speed_of_light(2e12, 1e9, {"float32": 1e12, "bandwidth": 1e12}, "float32")
+    assert sol["t_min_ms"] == pytest.approx(2000) and sol["bound"] == "compute"
+    sol = speed_of_light(1e9, 4e12, {"float32": 1e12, "bandwidth": 1e12}, "float32")
+    assert sol["t_min_ms"] == pytest.approx(4000) and sol["bound"] == "memory"
+
+
+def test_matmul_task_profile(cache_dir):
+    prof = asyncio.run(make_judge(cache_dir).task_profile("level1/2_Small_Matmul"))
+    n = 256
+    assert prof["flops"] == 2 * n**3 and prof["flops_fallback"] == 0
+    assert prof["bytes"] == 3 * n * n * 4
+    assert prof["t_ref_ms"] > 0 and prof["t_min_ms"] > 0
+    assert prof["ref_roofline_frac"] == pytest.approx(prof["t_min_ms"] / prof["t_ref_ms"])
+
+
+def test_compare_rejects_zeros_on_tiny_outputs_and_checks_the_nonfinite_pattern():
+    ref = [torch.softmax(torch.randn(8, 400_000), dim=1)]  # max ~1e-5: zeros would pass a plain atol of 1e-4
+    assert compare_outputs(ref, [torch.zeros_like(ref[0])], TOL)["what"] == "values"
+    assert compare_outputs(ref, [ref[0] * (1 + 1e-6)], TOL) is None
+    r = torch.tensor([1.0, float("nan"), float("inf")])
+    assert compare_outputs([r], [torch.tensor([1.0, 0.0, float("inf")])], TOL)["what"] == "nonfinite"
+    assert compare_outputs([r], [r.clone()], TOL) is None
+    assert compare_outputs([r], [r.double()], TOL)["what"] == "dtype"
+    assert compare_outputs([r], [r[:2]], TOL)["what"] == "shape"
+    assert compare_outputs([r], [r, r], TOL)["what"] == "count"
+    h = torch.randn(100).half()
+    assert compare_outputs([h], [h + 5e-3], TOL) is None  # fp16 tolerance 1e-2
+    assert compare_outputs([h.float()], [h.float() + 5e-3], TOL)["what"] == "values"  # fp32: 1e-4
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "kernel_env.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, **kw)
+
+
+def test_cli_bad_input_is_one_line_and_nonzero(tmp_path):
+    empty = tmp_path / "empty.py"
+    empty.write_text("")
+    binary = tmp_path / "bin.py"
+    binary.write_bytes(b"\xff\xfe\x00")
+    huge = tmp_path / "huge.py"
+    huge.write_text("#" * (300 * 1024))
+    bad_syntax = tmp_path / "syn.py"
+    bad_syntax.write_text("def (:\n")
+    cases = [
+        ["tasks", "--kernelbench-dir", str(tmp_path / "nope")],
+        ["tasks", "--levels", "4"],
+        ["eval", "--task-id", "level1/999_Nope", "--code", str(empty)],
+        ["eval", "--task-id", "level1/1_Small_ReLU", "--code", str(tmp_path / "missing.py")],
+        ["eval", "--task-id", "level1/1_Small_ReLU", "--code", str(empty)],
+        ["eval", "--task-id", "level1/1_Small_ReLU", "--code", str(binary)],
+        ["eval", "--task-id", "level1/1_Small_ReLU", "--code", str(huge)],
+        ["eval", "--task-id", "level1/1_Small_ReLU", "--code", str(bad_syntax)],
+        ["eval", "--task-id", "../../etc/passwd", "--code", str(empty)],
+    ]
+    for args in cases:
+        r = _cli(*args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+        assert r.stderr.startswith("kernel-env: error:")
+
+
+def test_cli_eval_json_and_tasks(tmp_path):
+    r = _cli("tasks", "--split", "eval", "--levels", "1")
+    assert r.returncode == 0 and r.stdout.split() == ["level1/4_Small_LayerNorm"]
+    r = _cli("eval", "--task-id", "level1/1_Small_ReLU", "--code", str(ROOT / "tests/submissions/relu_wrong.py"), "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+    v = json.loads(r.stdout)
+    assert v["stage"] == "correctness" and v["correct"] is False
