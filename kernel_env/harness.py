@@ -18,8 +18,9 @@ from pathlib import Path
 
 import torch
 
-# Output exchange: a tensor travels between processes as raw bytes plus a JSON header. No pickle,
-# so the trusted side never unpickles anything a candidate wrote.
+# Output exchange: the judge allocates output slots, the candidate copies its outputs into them
+# (make_slots / open_slots / fill_slots). Only JSON travels from the candidate, so the trusted side
+# never unpickles anything a candidate wrote.
 DTYPES = {
     "float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16,
     "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
@@ -84,42 +85,6 @@ def flatten_outputs(out) -> list:
     return [x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in items]
 
 
-def write_tensor(t: torch.Tensor, path: Path) -> dict:
-    """Write a tensor as raw bytes; return its header (written by the caller with the rest)."""
-    t = t.detach()
-    if t.dtype not in DTYPE_NAMES:
-        raise TypeError(f"unsupported output dtype {t.dtype}")
-    flat = t.contiguous().reshape(-1).cpu()
-    raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
-    raw.numpy().tofile(str(path))
-    return {"file": path.name, "dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape)}
-
-
-def read_tensor(header: dict, folder: Path, max_bytes: int, device: torch.device) -> torch.Tensor:
-    """Read a tensor a candidate wrote, validating the header against the file. Raises ValueError."""
-    if not isinstance(header, dict):
-        raise ValueError("bad output header")
-    name, dtype_name, shape = header.get("file"), header.get("dtype"), header.get("shape")
-    if not isinstance(name, str) or "/" in name or name.startswith("."):
-        raise ValueError("bad output file name")
-    if dtype_name not in DTYPES:
-        raise ValueError(f"unsupported output dtype {dtype_name!r}")
-    if not isinstance(shape, list) or len(shape) > 16 or not all(isinstance(s, int) and 0 <= s < 2**40 for s in shape):
-        raise ValueError("bad output shape")
-    dtype = DTYPES[dtype_name]
-    numel = math.prod(shape)
-    nbytes = numel * torch.empty(0, dtype=dtype).element_size()
-    path = folder / name
-    if not path.is_file() or path.is_symlink():
-        raise ValueError("output file missing")
-    if path.stat().st_size != nbytes or nbytes > max_bytes:
-        raise ValueError("output file size does not match its header")
-    if nbytes == 0:
-        return torch.empty(shape, dtype=dtype, device=device)
-    raw = torch.from_file(str(path), shared=False, size=nbytes, dtype=torch.uint8)
-    return raw.view(dtype).reshape(shape).to(device)
-
-
 # Timer primitives are bound when this module is imported, which the candidate runner does before it
 # imports the submission: a submission that later patches torch.cuda.Event, synchronize or
 # time.perf_counter does not reach these references.
@@ -130,6 +95,82 @@ _Event = torch.cuda.Event
 _event_record = torch.cuda.Event.record
 _event_elapsed = torch.cuda.Event.elapsed_time
 _event_sync = torch.cuda.Event.synchronize
+
+
+def poison_(t: torch.Tensor) -> None:
+    """Fill an output slot so that an element the candidate never wrote cannot match."""
+    if t.is_floating_point():
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(torch.iinfo(t.dtype).min + 7)
+
+
+def make_slots(specs: list, n: int, device: torch.device, folder: Path) -> tuple[list, list]:
+    """TRUSTED side: n sets of output slots shaped like the reference outputs, poisoned.
+
+    The candidate copies its outputs into these; the judge reads them back from its own memory after
+    the candidate has exited. On CUDA a slot is shared through a CUDA IPC handle (the outputs never
+    leave the GPU); on the CPU it is a file mapped by both processes.
+    """
+    import base64
+    import pickle
+    from torch.multiprocessing.reductions import reduce_tensor
+    tensors, wire = [], []
+    for i in range(n):
+        row_t, row_w = [], []
+        for k, sp in enumerate(specs):
+            dtype, shape = DTYPES[sp["dtype"]], sp["shape"]
+            if device.type == "cuda":
+                t = torch.empty(shape, dtype=dtype, device=device)
+                w = {"cuda_ipc": base64.b64encode(pickle.dumps(reduce_tensor(t))).decode()}
+            else:
+                path = folder / f"slot{i}_{k}.bin"
+                nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+                t = torch.from_file(str(path), shared=True, size=max(nbytes, 1), dtype=torch.uint8)
+                t = t[:nbytes].view(dtype).reshape(shape)
+                w = {"file": str(path), "nbytes": max(nbytes, 1)}
+            poison_(t)
+            row_t.append(t)
+            row_w.append({**w, "dtype": sp["dtype"], "shape": list(shape)})
+        tensors.append(row_t)
+        wire.append(row_w)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return tensors, wire
+
+
+def open_slots(wire: list, device: torch.device) -> list:
+    """CANDIDATE side: map the slots the judge made (the judge's data, so unpickling it is safe here)."""
+    import base64
+    import pickle
+    rows = []
+    for row in wire:
+        out = []
+        for w in row:
+            dtype, shape = DTYPES[w["dtype"]], w["shape"]
+            if "cuda_ipc" in w:
+                fn, args = pickle.loads(base64.b64decode(w["cuda_ipc"]))
+                out.append(fn(*args))
+            else:
+                nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+                t = torch.from_file(w["file"], shared=True, size=w["nbytes"], dtype=torch.uint8)
+                out.append(t[:nbytes].view(dtype).reshape(shape))
+        rows.append(out)
+    return rows
+
+
+def fill_slots(slots: list, outputs: list) -> list:
+    """CANDIDATE side: copy outputs into slots; the header says what was produced (shape, dtype)."""
+    headers = []
+    for k, t in enumerate(outputs):
+        h = {"dtype": DTYPE_NAMES.get(t.dtype, str(t.dtype)), "shape": list(t.shape), "copied": False}
+        if k < len(slots) and tuple(slots[k].shape) == tuple(t.shape) and slots[k].dtype == t.dtype:
+            slots[k].copy_(t.detach())
+            h["copied"] = True
+        headers.append(h)
+    return headers
 
 
 class L2Flusher:
@@ -145,12 +186,13 @@ class L2Flusher:
 
 
 def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_calls: int, budget_s: float,
-               stable_rel: float, flusher: L2Flusher, before=None) -> dict:
+               stable_rel: float, flusher: L2Flusher, before=None, after=None) -> dict:
     """Time fn() per call: L2 flushed before each call, device-wide sync after, median reported.
 
     On CUDA each call is bracketed by events, and the end is taken after a device-wide synchronize so
     that work a kernel left on side streams is counted; a calibration of the same bracket around an
     empty call is subtracted (never below the plain stream-event time). On CPU a monotonic clock.
+    before() and after() run around each call, outside the timed region (fresh inputs; keeping outputs).
     Stops when the median is stable (moves less than stable_rel between the first half and all
     calls) after min_calls, when budget_s of measured time is spent, or at max_calls.
     """
@@ -169,10 +211,14 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
             _cuda_sync(device)
             _event_record(e_all)
             _event_sync(e_all)
+            if after is not None:
+                after()
             return _event_elapsed(s, e_stream), _event_elapsed(s, e_all)
         t0 = _perf_counter()
         f()
         dt = (_perf_counter() - t0) * 1e3
+        if after is not None:
+            after()
         return dt, dt
 
     for _ in range(max(warmup, 1)):

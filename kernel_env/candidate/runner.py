@@ -8,9 +8,10 @@ cross-checks its timings. Phases, each announced on the protocol pipe as one JSO
 
   1. build   import the submission (load_inline compiles here) and find ModelNew -> {"event": "built"}
              then wait for "go" on stdin: the judge sends it once a device slot is free.
-  2. run     construct ModelNew, run it on the inputs of every trial seed (clones), write outputs
-             -> {"event": "outputs", ...}; time it -> {"event": "timed", ...}; write the outputs of
-             the last timed calls for a recheck -> {"event": "done"}.
+  2. run     "go" brings output slots made by the judge (CUDA IPC handles, or mapped files on the
+             CPU). Construct ModelNew, run it on the inputs of every trial seed (clones), copy the
+             outputs into the slots -> {"event": "outputs", ...}; time it -> {"event": "timed", ...};
+             copy the outputs of the last timed calls for a recheck -> {"event": "done"}.
 """
 from __future__ import annotations
 
@@ -57,12 +58,16 @@ def main() -> int:
         return 3
     harness.emit(fd, {"event": "built", "build_s": time.monotonic() - t0})
 
-    if sys.stdin.readline().strip() != "go":
+    try:
+        go = json.loads(sys.stdin.readline() or "{}")
+    except ValueError:
         return 0
-    outdir = workdir / "out"
-    outdir.mkdir(exist_ok=True)
+    if go.get("cmd") != "go":
+        return 0
     phase = "construct"
     try:
+        slots = harness.open_slots(go["slots"], device)  # trials first, then one row per timing set
+        n_trials = len(plan["seeds"])
         model = harness.make_model(model_cls, task, plan["init_seed"], device)
         phase = "forward"
         kept = []  # inputs of the first trials, reused (cloned) by the timing loop
@@ -70,8 +75,8 @@ def main() -> int:
         for i, seed in enumerate(plan["seeds"]):
             args = harness.make_inputs(task, seed, device)
             out = harness.flatten_outputs(harness.call(model, harness.clone_args(args), seed))
+            headers.append(harness.fill_slots(slots[i], out))
             harness.synchronize(device)
-            headers.append([harness.write_tensor(t, outdir / f"trial{i}_{k}.bin") for k, t in enumerate(out)])
             if i < plan["timing_sets"]:
                 kept.append((seed, args))
             del out
@@ -79,7 +84,8 @@ def main() -> int:
 
         phase = "timing"
         flusher = harness.L2Flusher(device, plan["l2_flush_bytes"])
-        state = {"n": 0, "set": 0, "args": None, "last": {}}
+        state = {"n": 0, "set": 0, "args": None, "out": None}
+        recheck_headers = {}
 
         def before():  # fresh clones every call, rotating over input sets: nothing to cache on
             state["set"] = state["n"] % len(kept)
@@ -90,20 +96,22 @@ def main() -> int:
 
         def fn():
             with torch.no_grad():
-                state["last"][state["set"]] = model(*state["args"])
+                state["out"] = model(*state["args"])
+
+        def after():  # keep what this timed call returned, for the recheck (outside the timed region)
+            if state["out"] is not None:
+                j = state["set"]
+                recheck_headers[j] = harness.fill_slots(slots[n_trials + j], harness.flatten_outputs(state["out"]))
+                state["out"] = None
 
         t = plan["timing"]
         res = harness.time_calls(fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
-                                 budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before)
+                                 budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before,
+                                 after=after)
         harness.emit(fd, {"event": "timed", "times_ms": res["times_ms"], "calls": state["n"]})
-
-        phase = "recheck"  # the last timed output of each input set, checked like the trials
         harness.synchronize(device)
-        rechecks = []
-        for j in range(len(kept)):
-            out = harness.flatten_outputs(state["last"].get(j, ()))
-            rechecks.append([harness.write_tensor(x, outdir / f"recheck{j}_{k}.bin") for k, x in enumerate(out)])
-        harness.emit(fd, {"event": "done", "rechecks": rechecks})
+        # the slots hold the last timed output of each input set, checked like the trials
+        harness.emit(fd, {"event": "done", "rechecks": [recheck_headers.get(j, []) for j in range(len(kept))]})
     except BaseException as e:
         harness.emit(fd, {"event": "error", "phase": phase, "kind": "runtime_error", "message": _short_exc(e)})
         return 4

@@ -4,10 +4,11 @@
 
 Reads one JSON request per line on stdin and answers one JSON line per result on the protocol pipe:
 
-  {"mode": "compare", ...}   reference outputs for the trial seeds, compared with the files the
-                             candidate wrote (after the candidate process has exited); the task's
-                             profile (FLOPs, bytes, speed of light, reference timing) is attached,
-                             computed once and cached per (task source, device name, torch version).
+  {"mode": "prepare", ...}   the task's profile (FLOPs, bytes, speed of light, reference timing:
+                             computed once, cached per task source, device name and torch version)
+                             and poisoned output slots for the candidate to fill (harness.make_slots)
+  {"mode": "compare", ...}   after the candidate process has exited: reference outputs for the
+                             trial seeds, compared with what the candidate left in the slots
   {"mode": "profile", "tasks": [...]}   profiles only, one answer line per task (the roofline table).
 """
 from __future__ import annotations
@@ -108,49 +109,75 @@ def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dic
     return prof
 
 
-def compare(req: dict, task_mod, device: torch.device) -> dict:
-    """First mismatch across trials and rechecks, or None. Candidate files are read, never unpickled."""
-    cand_dir = Path(req["cand_dir"])
+def _claimed_mismatch(ref: list, headers) -> dict | None:
+    """What the candidate says it produced, for a precise message (the slots are what is checked)."""
+    if not isinstance(headers, list):
+        return {"what": "count", "message": "no outputs were reported"}
+    if len(headers) != len(ref):
+        return {"what": "count", "message": f"returned {len(headers)} output(s), expected {len(ref)}"}
+    for k, (r, h) in enumerate(zip(ref, headers)):
+        if not isinstance(h, dict):
+            return {"what": "count", "message": "malformed output report"}
+        name = f"output {k}" if len(ref) > 1 else "the output"
+        if h.get("shape") != list(r.shape):
+            return {"what": "shape", "output": k, "message": f"{name} has shape {tuple(h.get('shape') or ())}, "
+                    f"expected {tuple(r.shape)}"}
+        if h.get("dtype") != harness.DTYPE_NAMES.get(r.dtype):
+            return {"what": "dtype", "output": k, "message": f"{name} has dtype {h.get('dtype')}, "
+                    f"expected {harness.DTYPE_NAMES.get(r.dtype)}"}
+    return None
+
+
+def _slots_intact(wire_row: list) -> bool:
+    """CPU slots are files the candidate could have truncated: reading such a mapping would crash us."""
+    for w in wire_row:
+        if "file" in w:
+            try:
+                if os.stat(w["file"]).st_size < w["nbytes"]:
+                    return False
+            except OSError:
+                return False
+    return True
+
+
+def compare(req: dict, task_mod, device: torch.device, slots: list, wire: list) -> dict:
+    """Reference outputs for the trial seeds against what the candidate left in the slots (it has exited)."""
     model = harness.make_model(task_mod.Model, task_mod, req["init_seed"], device)
     tol = req["tolerance"]
+    seeds = req["seeds"]
     trials, rechecks = req.get("trials") or [], req.get("rechecks") or []
-    refs_kept = {}
-    passed = 0
-    for i, seed in enumerate(req["seeds"]):
-        args = harness.make_inputs(task_mod, seed, device)
-        ref = harness.flatten_outputs(harness.call(model, harness.clone_args(args), seed))
-        if i < len(rechecks):
-            refs_kept[i] = ref
-        if i >= len(trials):
-            return {"passed": passed, "mismatch": {"what": "count", "trial": i,
-                                                   "message": f"no outputs were written for trial {i + 1}"}}
-        try:
-            got = [harness.read_tensor(h, cand_dir, req["max_output_bytes"], device) for h in trials[i]]
-        except (ValueError, TypeError, RuntimeError) as e:
-            return {"passed": passed, "mismatch": {"what": "unreadable", "trial": i, "message": f"outputs unreadable: {e}"}}
-        bad = compare_outputs(ref, got, tol)
-        del got, args
+    refs_kept, passed = {}, 0
+    checks = [(i, seed, "trial") for i, seed in enumerate(seeds)]
+    checks += [(len(seeds) + j, seeds[j], "recheck") for j in range(req["timing_sets"])]
+    for row, seed, kind in checks:
+        idx = row if kind == "trial" else row - len(seeds)
+        if kind == "trial":
+            args = harness.make_inputs(task_mod, seed, device)
+            ref = harness.flatten_outputs(harness.call(model, harness.clone_args(args), seed))
+            del args
+            if idx < req["timing_sets"]:
+                refs_kept[idx] = ref
+            headers = trials[idx] if idx < len(trials) else None
+        else:
+            ref = refs_kept[idx]
+            headers = rechecks[idx] if idx < len(rechecks) else None
+        bad = _claimed_mismatch(ref, headers)
+        if bad is None and not _slots_intact(wire[row]):
+            bad = {"what": "tampered", "message": "an output slot was truncated or removed"}
+        if bad is None:
+            bad = compare_outputs(ref, slots[row], tol)
         if bad:
-            bad["trial"] = i
+            bad[kind] = idx
+            if kind == "recheck":
+                bad["message"] = "outputs of the timed calls differ from the reference: " + bad["message"]
             return {"passed": passed, "mismatch": bad}
-        passed += 1
-    for j, headers in enumerate(rechecks):
-        if j not in refs_kept:
-            break
-        try:
-            got = [harness.read_tensor(h, cand_dir, req["max_output_bytes"], device) for h in headers]
-        except (ValueError, TypeError, RuntimeError) as e:
-            return {"passed": passed, "mismatch": {"what": "unreadable", "recheck": j, "message": f"outputs unreadable: {e}"}}
-        bad = compare_outputs(refs_kept[j], got, tol)
-        if bad:
-            bad["recheck"] = j
-            bad["message"] = "outputs of the timed calls differ from the reference: " + bad["message"]
-            return {"passed": passed, "mismatch": bad}
+        passed += kind == "trial"
     return {"passed": passed, "mismatch": None}
 
 
 def main() -> int:
     fd = int(sys.argv[1])
+    held = {}  # the slots of the current evaluation, between "prepare" and "compare"
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -164,19 +191,25 @@ def main() -> int:
         except Exception as e:
             harness.emit(fd, {"ok": False, "error": f"measuring device peaks failed: {e}"})
             continue
-        tasks = req["tasks"] if req["mode"] == "profile" else [req]
-        for t in tasks:
+        mode = req["mode"]
+        for t in (req["tasks"] if mode == "profile" else [req]):
             try:
                 task_mod = harness.load_module(t["task_path"], "reference_problem")
-                prof = get_profile({**req, **t}, task_mod, device, name, peaks)
-                res = {"ok": True, "task_id": t["task_id"], "profile": prof, "peaks": peaks}
-                if req["mode"] == "compare":
-                    res["compare"] = compare(req, task_mod, device)
+                if mode == "compare":
+                    res = {"ok": True, "compare": compare(req, task_mod, device, held["slots"], held["wire"])}
+                else:
+                    prof = get_profile({**req, **t}, task_mod, device, name, peaks)
+                    res = {"ok": True, "task_id": t["task_id"], "profile": prof, "peaks": peaks}
+                    if mode == "prepare":
+                        n = len(req["seeds"]) + req["timing_sets"]
+                        held["slots"], held["wire"] = harness.make_slots(prof["outputs"], n, device,
+                                                                         Path(req["slot_dir"]))
+                        res["slots"] = held["wire"]
             except Exception as e:
                 res = {"ok": False, "task_id": t.get("task_id"), "error": "".join(
                     traceback.format_exception_only(type(e), e)).strip()[-2000:]}
             finally:
-                if device.type == "cuda":
+                if device.type == "cuda" and mode != "prepare":
                     torch.cuda.empty_cache()
             harness.emit(fd, res)
     return 0

@@ -3,10 +3,11 @@
 One submission travels:
   1. format + static checks on the source (here, no process)
   2. build: a candidate process imports the submission (load_inline compiles) - holds a CPU build slot
-  3. run: once a device slot is free (one measurement per GPU at a time), the candidate runs the
-     correctness trials on fresh seeds, writes its outputs, times itself and exits
-  4. judge: the reference worker (a trusted process that never saw candidate code) makes the reference
-     outputs for the same seeds and compares; the task's profile (t_ref, FLOPs, bytes) comes from a cache
+  3. run: once a device slot is free (one measurement per GPU at a time), the reference worker (a
+     trusted process that never sees candidate code) hands out poisoned output slots; the candidate
+     runs the correctness trials on fresh seeds, copies its outputs into the slots, times itself, exits
+  4. judge: the reference worker makes the reference outputs for the same seeds and compares them with
+     the slots; the task's profile (t_ref, FLOPs, bytes) comes from a cache
   5. verdict: speedup and roofline numbers, flags, feedback.
 """
 from __future__ import annotations
@@ -183,6 +184,7 @@ class Judge:
                     "timing_sets": min(2, len(seeds)), "l2_flush_bytes": cfg.l2_flush_bytes,
                     "cpu_threads": cfg.cpu_threads, "timing": self._timing()}
             (workdir / "plan.json").write_text(json.dumps(plan))
+            (workdir / "slots").mkdir()
             # the trusted worker starts now so that its imports overlap with the build
             ref = await Proc.start([PYTHON, "-m", "kernel_env.judge.reference_worker"], refdir,
                                    self._env(refdir, gpu, trusted=True), cfg.output_cap_bytes)
@@ -209,15 +211,24 @@ class Judge:
                 self._stats["waiting_device"] -= 1
                 v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
                 t_r = time.monotonic()
-                run = await self._run_candidate(cand)
+                prep = await self._ask(ref, {"mode": "prepare", **self._ref_common(), **self._task_req(task),
+                                             "seeds": plan["seeds"], "timing_sets": plan["timing_sets"],
+                                             "slot_dir": str(workdir / "slots")})
+                v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
+                t_c = time.monotonic()
+                run = await self._run_candidate(cand, prep["slots"])
                 await cand.close()  # the candidate is gone before the reference is computed
-                v.timings["run_s"] = round(time.monotonic() - t_r, 3)
+                v.timings["run_s"] = round(time.monotonic() - t_c, 3)
                 if run.get("failed"):
                     v.stage, v.error_kind, v.feedback = Stage.RUN.value, run["kind"], run["feedback"]
                     v.details.update(run.get("details", {}))
                     return v
                 t_c = time.monotonic()
-                res = await self._reference(ref, task, plan, workdir, run)
+                res = await self._ask(ref, {"mode": "compare", **self._ref_common(), **self._task_req(task),
+                                            "seeds": plan["seeds"], "init_seed": plan["init_seed"],
+                                            "timing_sets": plan["timing_sets"], "trials": run.get("trials"),
+                                            "rechecks": run.get("rechecks")})
+                res["profile"] = prep["profile"]
                 v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
                 self._stats["measures"] += 1
                 self._stats["measure_s_total"] += time.monotonic() - t_r
@@ -259,11 +270,11 @@ class Judge:
                                             cand.output(), limit)
         return v
 
-    async def _run_candidate(self, cand: Proc) -> dict:
+    async def _run_candidate(self, cand: Proc, slots: list) -> dict:
         """Drive the run phase; a dict with outputs/times, or failed=True with kind and feedback."""
         cfg, limit = self.cfg, self.cfg.feedback_max_chars
         deadline = time.monotonic() + cfg.run_timeout_s
-        if not await cand.send("go"):
+        if not await cand.send(json.dumps({"cmd": "go", "slots": slots})):
             rc = await cand.wait(5)
             return {"failed": True, "kind": ErrorKind.CRASH.value,
                     "feedback": fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit)}
@@ -313,14 +324,11 @@ class Judge:
             return False
         return sum(times) / 1e3 <= got["timing_wall_s"] * 1.05 + 0.01
 
-    async def _reference(self, ref: Proc, task: Task, plan: dict, workdir: Path, run: dict) -> dict:
-        cfg = self.cfg
-        req = {"mode": "compare", **self._ref_common(), **self._task_req(task), "seeds": plan["seeds"],
-               "init_seed": plan["init_seed"], "cand_dir": str(workdir / "out"), "trials": run.get("trials"),
-               "rechecks": run.get("rechecks"), "max_output_bytes": cfg_max_file_bytes(cfg)}
+    async def _ask(self, ref: Proc, req: dict) -> dict:
+        """One request to the reference worker. Its failures are the judge's, never the candidate's."""
         if not await ref.send(json.dumps(req)):
-            raise JudgeInternalError("reference worker died before the request: " + ref.output()[-1500:])
-        msg = await ref.next_message(cfg.reference_timeout_s)
+            raise JudgeInternalError("reference worker died: " + ref.output()[-1500:])
+        msg = await ref.next_message(self.cfg.reference_timeout_s)
         if msg.get("event") in ("timeout", "eof", "garbage"):
             raise JudgeInternalError(f"reference worker {msg.get('event')}: " + ref.output()[-1500:])
         if not msg.get("ok"):
@@ -396,7 +404,9 @@ class Judge:
 
 
 def cfg_max_file_bytes(cfg: JudgeConfig) -> int:
-    return 64 << 30 if cfg.device == "cuda" else 4 << 30
+    """RLIMIT_FSIZE of a candidate: room for a build, not for filling the disk. Outputs never go to
+    files on CUDA; on the CPU they do (mapped slot files, made by the reference worker)."""
+    return 2 << 30
 
 
 def _spread(times: list) -> float:
