@@ -2,7 +2,7 @@
 import os, sys, time, runpy, statistics
 import torch, torch.nn as nn
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "submissions")
 small = "small" in sys.argv
 names = [a for a in sys.argv[1:] if a != "small"]
 dev = "cuda" if torch.cuda.is_available() else "cpu"
