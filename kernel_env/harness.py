@@ -186,14 +186,14 @@ class L2Flusher:
 
 
 def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_calls: int, budget_s: float,
-               stable_rel: float, flusher: L2Flusher, before=None, after=None) -> dict:
+               stable_rel: float, flusher: L2Flusher, before=None, after=None, warmup_s: float = 0.2) -> dict:
     """Time fn() per call: L2 flushed before each call, device-wide sync after, median reported.
 
     On CUDA each call is bracketed by events, and the end is taken after a device-wide synchronize so
     that work a kernel left on side streams is counted; a calibration of the same bracket around an
     empty call is subtracted (never below the plain stream-event time). On CPU a monotonic clock.
     before() and after() run around each call, outside the timed region (fresh inputs; keeping outputs).
-    Stops when the median is stable (moves less than stable_rel between the first half and all
+    Warm-up: at least `warmup` calls and `warmup_s` seconds. Stops when the median is stable (moves less than stable_rel between the first half and all
     calls) after min_calls, when budget_s of measured time is spent, or at max_calls.
     """
     cuda = device.type == "cuda"
@@ -221,8 +221,10 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
             after()
         return dt, dt
 
-    for _ in range(max(warmup, 1)):
-        one(fn)
+    t_warm, n_warm = _perf_counter(), 0
+    while n_warm < max(warmup, 1) or (_perf_counter() - t_warm < warmup_s and n_warm < max_calls):
+        one(fn)  # until the clocks have ramped and caches, allocator and JIT are warm
+        n_warm += 1
     overhead = 0.0
     if cuda:  # what the bracket costs around nothing: host sync latency and the event launch
         overhead = _median(one(lambda: None)[1] for _ in range(10))

@@ -106,7 +106,7 @@ def main() -> int:
 
         t = plan["timing"]
         res = harness.time_calls(fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
-                                 budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before,
+                                 budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before, warmup_s=t["warmup_s"],
                                  after=after)
         harness.emit(fd, {"event": "timed", "times_ms": res["times_ms"], "calls": state["n"]})
         harness.synchronize(device)

@@ -27,7 +27,8 @@ class JudgeConfig:
     # an all-zero answer must not pass: tolerances are capped at this share of the reference's scale
     tiny_output_frac: float = 0.01
     warmup_calls: int = 3
-    min_timed_calls: int = 10
+    warmup_s: float = 0.2                   # and at least this long: clocks ramp up, caches fill
+    min_timed_calls: int = 20
     max_timed_calls: int = 500
     timing_budget_s: float = 2.0            # measured time budget per kernel
     timing_stable_rel: float = 0.01         # stop when the median moves less than this

@@ -95,7 +95,7 @@ def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dic
 
     t = req["timing"]
     timing = harness.time_calls(fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
-                                budget_s=t["budget_s"], stable_rel=t["stable_rel"],
+                                budget_s=t["budget_s"], stable_rel=t["stable_rel"], warmup_s=t["warmup_s"],
                                 flusher=harness.L2Flusher(device, req["l2_flush_bytes"]), before=before)
     prof = {
         "task_id": req["task_id"], "device_name": name, "torch_version": torch.__version__,

@@ -364,7 +364,7 @@ class Judge:
     # ---------------------------------------------------------------- plumbing
     def _timing(self) -> dict:
         c = self.cfg
-        return {"warmup": c.warmup_calls, "min_calls": c.min_timed_calls, "max_calls": c.max_timed_calls,
+        return {"warmup": c.warmup_calls, "warmup_s": c.warmup_s, "min_calls": c.min_timed_calls, "max_calls": c.max_timed_calls,
                 "budget_s": c.timing_budget_s, "stable_rel": c.timing_stable_rel}
 
     def _ref_common(self) -> dict:
