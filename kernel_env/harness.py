@@ -29,6 +29,12 @@ DTYPES = {
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
 
+# fp32 problems are computed in fp32: cuDNN would otherwise run fp32 convolutions in TF32 (its
+# default), making the reference less precise than the 1e-4 tolerance and faster than the fp32 roofline.
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
+
+
 def load_module(path: str | Path, name: str):
     """Import a Python file as a fresh module (the problem file or the submission)."""
     spec = importlib.util.spec_from_file_location(name, str(path))

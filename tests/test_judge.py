@@ -210,3 +210,17 @@ def test_cli_eval_json_and_tasks(tmp_path):
     import json
     v = json.loads(r.stdout)
     assert v["stage"] == "correctness" and v["correct"] is False
+
+
+def test_a_build_killed_midway_leaves_no_lock_behind(cache_dir):
+    # a kernel source of its own (its own build folder); killed by the build timeout while compiling
+    code = submission("relu_ok.py").replace('name="kernel_env_test_ops"', 'name="kernel_env_killed_build"').replace(
+        "// Never returns", "// a different source: built in a folder of its own\\n// Never returns")
+    judge = make_judge(cache_dir, build_timeout_s=8)
+    from kernel_env.judge.service import build_key
+    ext_dir = cache_dir / "torch_extensions" / build_key(code)
+    v = judge.evaluate_sync("level1/1_Small_ReLU", code)
+    assert v.stage == "build" and v.error_kind == "build_timeout", v.feedback
+    assert (ext_dir / "kernel_env_killed_build" / "main.cpp").is_file()  # it was compiling when killed
+    assert not list(ext_dir.glob("*/lock"))
+    assert not _children_of_us() and not _leftovers(judge)

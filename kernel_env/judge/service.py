@@ -53,6 +53,9 @@ class Judge:
         self._dev_pending = {g: 0 for g in slots}
         self._dev_busy_s = {g: 0.0 for g in slots}
         self._t0 = time.monotonic()
+        self._profiles: dict[str, dict] = {}  # task id -> profile, for this judge's device
+        self._profile_locks: dict[str, asyncio.Lock] = {}
+        self._inflight: set[asyncio.Task] = set()
         self._stats = {"evaluations": 0, "by_stage": {}, "waiting_build": 0, "waiting_device": 0, "running": 0,
                        "build_s_total": 0.0, "builds": 0, "measure_s_total": 0.0, "measures": 0}
 
@@ -63,12 +66,15 @@ class Judge:
         task = self.tasks.get(task_id)
         t_start = time.monotonic()
         self._stats["running"] += 1
+        me = asyncio.current_task()
+        self._inflight.add(me)
         try:
             v = self._check(task, code)
             if v is None:
                 v = await self._run(task, code if isinstance(code, str) else code.decode("utf-8"))
         finally:
             self._stats["running"] -= 1
+            self._inflight.discard(me)
         v.timings["total_s"] = round(time.monotonic() - t_start, 3)
         self._stats["evaluations"] += 1
         self._stats["by_stage"][v.stage] = self._stats["by_stage"].get(v.stage, 0) + 1
@@ -78,11 +84,17 @@ class Judge:
         return asyncio.run(self.evaluate(task_id, code))
 
     async def task_profile(self, task_id: str) -> dict:
-        """FLOPs, bytes, t_min, bound, t_ref and ref_roofline_frac of a task on this judge's device (cached)."""
-        res = await self.profiles([task_id])
-        if not res[0].get("ok"):
-            raise JudgeInternalError(res[0].get("error", "profiling failed"))
-        return res[0]["profile"]
+        """FLOPs, bytes, t_min, bound, t_ref and ref_roofline_frac of a task on this judge's device.
+        Cached in memory (and on disk by the worker); concurrent callers share one computation."""
+        if task_id in self._profiles:
+            return self._profiles[task_id]
+        async with self._profile_locks.setdefault(task_id, asyncio.Lock()):
+            if task_id not in self._profiles:
+                res = await self.profiles([task_id])
+                if not res[0].get("ok"):
+                    raise JudgeInternalError(res[0].get("error", "profiling failed"))
+                self._profiles[task_id] = res[0]["profile"]
+        return self._profiles[task_id]
 
     async def profiles(self, task_ids: list[str], progress=None) -> list[dict]:
         """Profiles of many tasks in one reference worker (the roofline table). One result per task."""
@@ -128,7 +140,11 @@ class Judge:
         return s
 
     async def aclose(self) -> None:
-        pass  # every evaluation cleans up after itself; nothing long-lived to stop
+        """Cancel evaluations still running; each kills its processes and removes its files."""
+        tasks = [t for t in self._inflight if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # ---------------------------------------------------------------- stages
     def _check(self, task: Task, code) -> Verdict | None:
@@ -170,6 +186,7 @@ class Judge:
 
     async def _run(self, task: Task, source: str) -> Verdict:
         cfg = self.cfg
+        ext_dir = self.cfg.cache_dir / "torch_extensions" / build_key(source)
         v = Verdict(task.task_id, Stage.BUILD.value)
         workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=self.work_root))
         refdir = Path(tempfile.mkdtemp(prefix="ref-", dir=self.work_root))
@@ -190,14 +207,16 @@ class Judge:
                                    self._env(refdir, gpu, trusted=True), cfg.output_cap_bytes)
 
             # ---- build (CPU slot)
-            self._stats["waiting_build"] += 1
-            async with self._build_sem:
-                self._stats["waiting_build"] -= 1
+            async with self._queued("waiting_build", self._build_sem):
                 t_b = time.monotonic()
                 cand = await Proc.start([PYTHON, "-m", "kernel_env.candidate.runner", str(workdir)], workdir,
-                                        self._env(workdir, gpu, trusted=False), cfg.output_cap_bytes,
-                                        max_file_bytes=cfg_max_file_bytes(cfg))
+                                        self._env(workdir, gpu, trusted=False, ext_dir=ext_dir),
+                                        cfg.output_cap_bytes, max_file_bytes=cfg_max_file_bytes(cfg))
                 msg = await cand.next_message(cfg.build_timeout_s)
+                cand.build_over = msg.get("event") in ("built", "error")
+                if msg.get("event") == "timeout":
+                    await cand.close()
+                    clear_build_locks(ext_dir)
                 v.timings["build_s"] = round(time.monotonic() - t_b, 3)
             self._stats["builds"] += 1
             self._stats["build_s_total"] += v.timings["build_s"]
@@ -205,10 +224,8 @@ class Judge:
                 return await self._fail_build(v, cand, msg)
 
             # ---- run (exclusive device slot)
-            self._stats["waiting_device"] += 1
             t_q = time.monotonic()
-            async with self._device(gpu):
-                self._stats["waiting_device"] -= 1
+            async with self._queued("waiting_device", self._device(gpu)):
                 v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
                 t_r = time.monotonic()
                 prep = await self._ask(ref, {"mode": "prepare", **self._ref_common(), **self._task_req(task),
@@ -228,7 +245,7 @@ class Judge:
                                             "seeds": plan["seeds"], "init_seed": plan["init_seed"],
                                             "timing_sets": plan["timing_sets"], "trials": run.get("trials"),
                                             "rechecks": run.get("rechecks")})
-                res["profile"] = prep["profile"]
+                res["profile"] = self._profiles[task.task_id] = prep["profile"]
                 v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
                 self._stats["measures"] += 1
                 self._stats["measure_s_total"] += time.monotonic() - t_r
@@ -243,9 +260,12 @@ class Judge:
             return v
         finally:
             self._dev_pending[gpu] -= 1
+            killed_building = cand is not None and cand.returncode is None and not getattr(cand, "build_over", False)
             for p in (cand, ref):
                 if p is not None:
                     await asyncio.shield(p.close())
+            if killed_building:  # torch's build lock would make every later build of this source wait
+                clear_build_locks(ext_dir)
             shutil.rmtree(workdir, ignore_errors=True)
             shutil.rmtree(refdir, ignore_errors=True)
 
@@ -379,9 +399,10 @@ class Judge:
         return {"task_id": task.task_id, "task_path": str(task.path),
                 "source_sha": hashlib.sha256(task.path.read_bytes()).hexdigest()[:16]}
 
-    def _env(self, workdir: Path, gpu: int, trusted: bool) -> dict:
+    def _env(self, workdir: Path, gpu: int, trusted: bool, ext_dir: Path | None = None) -> dict:
         c = self.cfg
-        extra = {"TORCH_EXTENSIONS_DIR": c.cache_dir / "torch_extensions", "TRITON_CACHE_DIR": c.cache_dir / "triton",
+        extra = {"TORCH_EXTENSIONS_DIR": ext_dir or c.cache_dir / "torch_extensions",
+                 "TRITON_CACHE_DIR": c.cache_dir / "triton",
                  "OMP_NUM_THREADS": c.cpu_threads, "MKL_NUM_THREADS": c.cpu_threads}
         if c.device == "cuda":
             extra["CUDA_VISIBLE_DEVICES"] = gpu
@@ -394,6 +415,20 @@ class Judge:
         return min(self._dev_pending, key=lambda g: self._dev_pending[g])
 
     @asynccontextmanager
+    async def _queued(self, counter: str, slot):
+        """Hold `slot`; while waiting for it, count in stats[counter] (also when cancelled)."""
+        self._stats[counter] += 1
+        waiting = True
+        try:
+            async with slot:
+                self._stats[counter] -= 1
+                waiting = False
+                yield
+        finally:
+            if waiting:
+                self._stats[counter] -= 1
+
+    @asynccontextmanager
     async def _device(self, gpu: int):
         async with self._dev_locks[gpu]:
             t = time.monotonic()
@@ -401,6 +436,27 @@ class Judge:
                 yield
             finally:
                 self._dev_busy_s[gpu] += time.monotonic() - t
+
+
+def build_key(source: str) -> str:
+    """The build folder of a submission: a hash of its long string constants (the kernel sources and
+    flags). Submissions that differ only in Python share a build; different kernels never share a
+    folder, so they never wait on each other's build lock, even when they reuse an extension name."""
+    try:
+        consts = sorted({n.value for n in ast.walk(ast.parse(source))
+                         if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) >= 32})
+    except SyntaxError:
+        consts = [source]
+    return hashlib.sha256("\x00".join(consts).encode()).hexdigest()[:20]
+
+
+def clear_build_locks(ext_dir: Path) -> None:
+    """Remove the lock files of builds that were killed midway (torch would wait on them forever)."""
+    for lock in ext_dir.glob("*/lock"):
+        try:
+            lock.unlink()
+        except OSError:
+            pass
 
 
 def cfg_max_file_bytes(cfg: JudgeConfig) -> int:
