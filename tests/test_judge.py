@@ -2,6 +2,7 @@
 import asyncio
 import os
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -19,6 +20,7 @@ TOL = {"atol_fp32": 1e-4, "rtol_fp32": 1e-4, "atol_half": 1e-2, "rtol_half": 1e-
 
 def make_judge(cache_dir, **kw):
     kw.setdefault("timing_budget_s", 0.3)
+    kw.setdefault("work_dir", tempfile.mkdtemp(prefix="kernel_env_test_work_"))  # this judge's alone
     return Judge(JudgeConfig(device="cpu", cache_dir=cache_dir, build_slots=1, **kw))
 
 

@@ -38,7 +38,10 @@ class JudgeConfig:
     output_cap_bytes: int = 64 * 1024       # of a candidate's stdout/stderr kept for feedback
     feedback_max_chars: int = 2000
     cache_dir: Path = field(default_factory=default_cache_dir)
+    work_dir: Path | None = None            # per-evaluation folders (default: <system tmp>/kernel_env_work)
     cpu_threads: int = 1                    # torch threads per process on the CPU device
+    sandbox: str = "auto"                   # auto | bwrap | unshare | none (see judge/sandbox.py)
+    candidate_memory_bytes: int = 16 << 30  # address-space limit of a candidate on the CPU device
 
     def __post_init__(self):
         if self.device not in ("cpu", "cuda"):

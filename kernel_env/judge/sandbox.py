@@ -3,6 +3,13 @@
 Each process gets its own session (process group) so that a timeout kills it with all its children,
 a scrubbed environment (no tokens or secrets), its own folder as HOME and TMPDIR, resource limits, and
 two channels: stdout+stderr (kept up to a cap, whatever it prints) and a protocol pipe for JSON lines.
+
+Candidate processes are also wrapped, where the OS allows it (`isolation()` picks the best that works):
+  bwrap    bubblewrap: read-only view of the file system except its own folder and the build caches,
+           private /tmp, no network, own PID namespace (nothing it forks outlives it; it cannot
+           signal the judge), killed with its parent.
+  unshare  util-linux unshare (root): no network, own PID namespace; the file system stays writable.
+  none     process group, limits and scrubbed environment only.
 """
 from __future__ import annotations
 
@@ -35,14 +42,68 @@ def child_env(workdir: Path, extra: dict) -> dict:
     return env
 
 
-def _limits(max_file_bytes: int | None, nofile: int = 1024):
+def _limits(max_file_bytes: int | None, mem_bytes: int | None = None, nofile: int = 1024, untrusted: bool = False):
     def apply():
         os.setsid()  # new session: one killpg reaches every child it forks
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         if max_file_bytes:
             resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+        if mem_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
+        if untrusted:  # if memory runs out, the kernel's OOM killer takes a candidate, not the server
+            try:
+                with open("/proc/self/oom_score_adj", "w") as f:
+                    f.write("1000")
+            except OSError:
+                pass
     return apply
+
+
+_ISOLATION: dict[str, str] = {}
+
+
+def wrap(mode: str, argv: list, workdir: Path, writable: list) -> list:
+    """argv run inside the chosen isolation. `writable`: folders the candidate may write besides its own."""
+    if mode == "bwrap":
+        args = ["bwrap", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        for w in [workdir, *writable]:
+            args += ["--bind", str(w), str(w)]
+        return args + ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session",
+                       "--chdir", str(workdir), "--", *argv]
+    if mode == "unshare":
+        return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--", *argv]
+    return list(argv)
+
+
+def isolation(requested: str = "auto") -> str:
+    """The strongest isolation that works here (probed once: a sandboxed Python must start and find
+    no network). An explicitly requested mode that does not work is an error."""
+    if requested == "none":
+        return "none"
+    if requested in _ISOLATION:
+        return _ISOLATION[requested]
+    import subprocess
+    import tempfile
+    # a new network namespace has nothing but its own (down) loopback
+    probe = "import socket; raise SystemExit(0 if [n for _, n in socket.if_nameindex()] == ['lo'] else 3)"
+    chosen = "none"
+    for mode in (["bwrap", "unshare"] if requested == "auto" else [requested]):
+        if mode not in ("bwrap", "unshare"):
+            raise ValueError(f"unknown sandbox {mode!r}: use auto, bwrap, unshare or none")
+        with tempfile.TemporaryDirectory() as d:
+            try:
+                r = subprocess.run(wrap(mode, [PYTHON, "-c", probe], Path(d), []), capture_output=True, timeout=60)
+                ok = r.returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                ok = False
+        if ok:
+            chosen = mode
+            break
+        if requested != "auto":
+            raise RuntimeError(f"sandbox {mode!r} does not work on this machine")
+    _ISOLATION[requested] = chosen
+    return chosen
 
 
 class Proc:
@@ -60,13 +121,14 @@ class Proc:
         self._tasks = [asyncio.ensure_future(self._read_output()), asyncio.ensure_future(self._read_protocol())]
 
     @classmethod
-    async def start(cls, argv: list, workdir: Path, env: dict, out_cap: int, max_file_bytes: int | None = None):
+    async def start(cls, argv: list, workdir: Path, env: dict, out_cap: int, max_file_bytes: int | None = None,
+                    mem_bytes: int | None = None, untrusted: bool = False):
         rfd, wfd = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, str(wfd), cwd=str(workdir), env=env, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, pass_fds=(wfd,),
-                preexec_fn=_limits(max_file_bytes))
+                preexec_fn=_limits(max_file_bytes, mem_bytes, untrusted=untrusted))
         except BaseException:
             os.close(rfd)
             os.close(wfd)
@@ -164,11 +226,12 @@ class Proc:
 def describe_exit(rc: int | None) -> str:
     if rc is None:
         return "did not exit"
-    if rc < 0:
+    sig = -rc if rc < 0 else rc - 128 if 128 < rc < 128 + 65 else 0  # wrappers report a signal as 128 + n
+    if sig:
         try:
-            return f"was killed by signal {signal.Signals(-rc).name}"
+            return f"was killed by signal {signal.Signals(sig).name}"
         except ValueError:
-            return f"was killed by signal {-rc}"
+            return f"was killed by signal {sig}"
     return f"exited with status {rc}"
 
 

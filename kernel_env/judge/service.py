@@ -30,7 +30,7 @@ from ..tasks import Task, TaskSet
 from . import feedback as fb
 from .checks import check_source
 from .config import JudgeConfig
-from .sandbox import PYTHON, Proc, child_env, describe_exit
+from .sandbox import PYTHON, Proc, child_env, describe_exit, isolation, wrap
 from .verdict import ErrorKind, Stage, Verdict
 
 log = logging.getLogger("kernel_env.judge")
@@ -45,8 +45,10 @@ class Judge:
         self.cfg = config or JudgeConfig()
         self.tasks = tasks or TaskSet()
         self.cfg.cache_dir.mkdir(parents=True, exist_ok=True)
-        self.work_root = Path(tempfile.gettempdir()) / "kernel_env_work"
+        self.work_root = Path(self.cfg.work_dir or Path(tempfile.gettempdir()) / "kernel_env_work")
         self.work_root.mkdir(parents=True, exist_ok=True)
+        self.isolation = isolation(self.cfg.sandbox)
+        log.info("candidate isolation: %s", self.isolation)
         self._build_sem = asyncio.Semaphore(self.cfg.build_slots)
         slots = self.cfg.gpus if self.cfg.device == "cuda" else (0,)
         self._dev_locks = {g: asyncio.Lock() for g in slots}
@@ -137,6 +139,7 @@ class Judge:
         s["queue_depth"] = s["waiting_build"] + s["waiting_device"]
         s["uptime_s"] = up
         s["device"] = self.cfg.device
+        s["isolation"] = self.isolation
         return s
 
     async def aclose(self) -> None:
@@ -209,9 +212,15 @@ class Judge:
             # ---- build (CPU slot)
             async with self._queued("waiting_build", self._build_sem):
                 t_b = time.monotonic()
-                cand = await Proc.start([PYTHON, "-m", "kernel_env.candidate.runner", str(workdir)], workdir,
-                                        self._env(workdir, gpu, trusted=False, ext_dir=ext_dir),
-                                        cfg.output_cap_bytes, max_file_bytes=cfg_max_file_bytes(cfg))
+                triton_dir = cfg.cache_dir / "triton"
+                for d in (ext_dir, triton_dir):
+                    d.mkdir(parents=True, exist_ok=True)
+                argv = wrap(self.isolation, [PYTHON, "-m", "kernel_env.candidate.runner", str(workdir)], workdir,
+                            [ext_dir, triton_dir])
+                cand = await Proc.start(argv, workdir, self._env(workdir, gpu, trusted=False, ext_dir=ext_dir),
+                                        cfg.output_cap_bytes, max_file_bytes=cfg_max_file_bytes(cfg),
+                                        mem_bytes=cfg.candidate_memory_bytes if cfg.device == "cpu" else None,
+                                        untrusted=True)
                 msg = await cand.next_message(cfg.build_timeout_s)
                 cand.build_over = msg.get("event") in ("built", "error")
                 if msg.get("event") == "timeout":
@@ -283,8 +292,10 @@ class Judge:
             v.error_kind = ErrorKind.BUILD_ERROR.value
             v.feedback = fb.build_failure(str(msg.get("message", "")), cand.output(), limit)
         else:  # the process died or sent garbage while importing
-            cand.kill()
-            rc = await cand.wait(5)
+            rc = await cand.wait(5 if ev == "eof" else 0.1)
+            if rc is None:
+                cand.kill()
+                rc = await cand.wait(5)
             v.error_kind = ErrorKind.CRASH.value
             v.feedback = fb.runtime_failure(f"The process {describe_exit(rc)} while importing the submission.", "",
                                             cand.output(), limit)
