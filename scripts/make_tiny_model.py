@@ -1,6 +1,8 @@
 """Build a tiny random chat model for CPU smoke runs and tests (no model hub needed).
 
     python scripts/make_tiny_model.py OUT_DIR [--vocab-size 2048] [--hidden 64] [--layers 2] [--seed 0]
+    python scripts/make_tiny_model.py OUT_DIR --hidden 896 --layers 24 --heads 14 --kv-heads 2 \
+        --intermediate 4864      # Qwen2.5-0.5B's shape (random weights): realistic generation timings
 
 Writes a `Qwen2ForCausalLM` (random weights: hidden 64, 2 layers by default) and a byte-level BPE
 tokenizer trained here with `tokenizers` on this repository's own text (the task sources, the
@@ -55,7 +57,8 @@ def build_tokenizer(vocab_size: int):
 
 
 def build(out_dir: str | Path, vocab_size: int = 2048, hidden: int = 64, layers: int = 2,
-          max_positions: int = 8192, seed: int = 0) -> Path:
+          max_positions: int = 8192, seed: int = 0, heads: int = 4, kv_heads: int = 2,
+          intermediate: int = 0) -> Path:
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
@@ -63,8 +66,8 @@ def build(out_dir: str | Path, vocab_size: int = 2048, hidden: int = 64, layers:
     out.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(vocab_size)
     eos, pad = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=intermediate or 2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                       max_position_embeddings=max_positions, tie_word_embeddings=True,
                       bos_token_id=pad, eos_token_id=eos, pad_token_id=pad)
     torch.manual_seed(seed)
@@ -83,8 +86,12 @@ def main(argv=None) -> None:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--max-positions", type=int, default=8192)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--intermediate", type=int, default=0, help="MLP width (0 = 2 x hidden)")
     a = p.parse_args(argv)
-    out = build(a.out_dir, a.vocab_size, a.hidden, a.layers, a.max_positions, a.seed)
+    out = build(a.out_dir, a.vocab_size, a.hidden, a.layers, a.max_positions, a.seed, a.heads, a.kv_heads,
+                a.intermediate)
     print(f"tiny model written to {out}")
 
 

@@ -226,3 +226,11 @@ def test_a_build_killed_midway_leaves_no_lock_behind(cache_dir):
     assert (ext_dir / "kernel_env_killed_build" / "main.cpp").is_file()  # it was compiling when killed
     assert not list(ext_dir.glob("*/lock"))
     assert not _children_of_us() and not _leftovers(judge)
+
+
+def test_build_folder_follows_the_kernel_source_not_the_python_around_it():
+    from kernel_env.judge.service import build_key
+    ok = submission("relu_ok.py")
+    assert build_key(ok) == build_key(submission("relu_wrong.py")) == build_key(submission("tanh_ok.py"))
+    assert build_key('"""another docstring"""\n' + ok) == build_key(ok)
+    assert build_key(ok.replace("out[i] = in[i] > 0.0f", "out[i] = in[i] >= 0.0f")) != build_key(ok)

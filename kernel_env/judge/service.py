@@ -454,10 +454,13 @@ def build_key(source: str) -> str:
     flags). Submissions that differ only in Python share a build; different kernels never share a
     folder, so they never wait on each other's build lock, even when they reuse an extension name."""
     try:
-        consts = sorted({n.value for n in ast.walk(ast.parse(source))
-                         if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) >= 32})
+        tree = ast.parse(source)
     except SyntaxError:
-        consts = [source]
+        return hashlib.sha256(source.encode()).hexdigest()[:20]
+    # docstrings and other bare string statements are not kernel sources: leave them out
+    bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    consts = sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                     and len(n.value) >= 32 and id(n) not in bare})
     return hashlib.sha256("\x00".join(consts).encode()).hexdigest()[:20]
 
 
