@@ -215,5 +215,6 @@ _faults.connect_to({port})
     srv.close()
     assert not hits, "the candidate reached a socket outside its sandbox"
     assert (v.stage, v.error_kind) == ("run", "runtime_error"), v.feedback  # not exit 42: no secrets seen
-    assert "connect failed: network is unreachable" in v.feedback.lower(), v.feedback
+    # its own network namespace: nothing listens on its loopback, and nothing else is reachable
+    assert "connect failed" in v.feedback and ("unreachable" in v.feedback or "refused" in v.feedback), v.feedback
     _clean(judge)

@@ -39,8 +39,12 @@ def build_failure(message: str, output: str, limit: int) -> str:
 
 
 def runtime_failure(what: str, message: str, output: str, limit: int) -> str:
-    tail = "\n".join((message or output).strip().splitlines()[-15:])
-    return clip(scrub_paths(f"{what}\n{tail}"), limit)
+    """`what` and the end of the traceback or output, where the exception itself is."""
+    tail = scrub_paths("\n".join((message or output).strip().splitlines()[-15:]))
+    room = max(limit - len(what) - 20, 100)
+    if len(tail) > room:
+        tail = "[...]\n" + tail[-room:]
+    return f"{what}\n{tail}"
 
 
 def timed_summary(speedup: float, t_new: float, t_ref: float, roofline_frac: float | None, bound: str | None,

@@ -64,9 +64,12 @@ _ISOLATION: dict[str, str] = {}
 
 
 def wrap(mode: str, argv: list, workdir: Path, writable: list) -> list:
-    """argv run inside the chosen isolation. `writable`: folders the candidate may write besides its own."""
+    """argv run inside the chosen isolation. `writable`: folders the candidate may write besides its own.
+    Under bwrap the folder holding all evaluation folders is replaced by an empty one, so a candidate
+    sees only its own; everything else (the Python install, the project) is visible read-only."""
     if mode == "bwrap":
-        args = ["bwrap", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        args = ["bwrap", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
+                "--tmpfs", str(workdir.parent)]
         for w in [workdir, *writable]:
             args += ["--bind", str(w), str(w)]
         return args + ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session",
@@ -92,8 +95,10 @@ def isolation(requested: str = "auto") -> str:
         if mode not in ("bwrap", "unshare"):
             raise ValueError(f"unknown sandbox {mode!r}: use auto, bwrap, unshare or none")
         with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "probe").mkdir()
             try:
-                r = subprocess.run(wrap(mode, [PYTHON, "-c", probe], Path(d), []), capture_output=True, timeout=60)
+                r = subprocess.run(wrap(mode, [PYTHON, "-c", probe], Path(d) / "probe", []), capture_output=True,
+                                   timeout=60)
                 ok = r.returncode == 0
             except (OSError, subprocess.TimeoutExpired):
                 ok = False
