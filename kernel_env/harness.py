@@ -53,12 +53,107 @@ def synchronize(device: torch.device) -> None:
         _cuda_sync(device)  # device-wide: waits for work on every stream
 
 
-def make_inputs(task_mod, seed: int, device: torch.device) -> list:
-    """The problem's inputs for one seed, created directly on the device (no host round trip)."""
+# Input distributions for correctness trials (issue 5): a kernel that is right only for the task's
+# own inputs (standard normal, or uniform in [0, 1) for most KernelBench problems) must fail. Each is
+# a deterministic elementwise map of the task's own draw, applied to its floating-point tensors only:
+# both processes get identical inputs from (seed, name), and structure built into the inputs survives
+# because equal values map to equal values and zeros stay zero (triangular, masked and symmetric
+# inputs). Where a map needs randomness it hashes the value itself. Whether a distribution suits a
+# task is decided by the trusted reference worker (the reference output must stay finite).
+INPUT_DISTS = {
+    "normal": "the task's own get_inputs()",
+    "uniform": "uniform in (-1, 1), zeros and equal values kept",
+    "heavy": "heavy-tailed (values scaled by a Pareto factor: a few up to ~1000x larger)",
+    "signed": "random signs (about half the values negated)",
+    "positive": "all non-negative (|x| of the task's draw)",
+    "large": "large magnitudes (1024x the task's draw)",
+    "small": "small magnitudes (the task's draw / 1024)",
+    "edges": "zeros and ties (the task's draw rounded to a coarse grid)",
+}
+ALT_DISTS = tuple(d for d in INPUT_DISTS if d != "normal")
+
+
+def _value_hash01(t: torch.Tensor) -> torch.Tensor:
+    """A pseudo-random number in [0, 1) per element that depends only on the element's value."""
+    h = t.float().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    for mul in (0x45D9F3B, 0x2C1B3C6D, 0x297A2D39):  # multipliers < 2**31: no int64 overflow
+        h = ((h ^ (h >> 16)) * mul) & 0xFFFFFFFF
+    return (h ^ (h >> 16)).double() / 2.0**32
+
+
+_CHUNK = 1 << 24  # elements per step: the temporaries stay small next to inputs of several GB
+
+
+def _map_chunks(x: torch.Tensor, f) -> torch.Tensor:
+    flat = x.contiguous().view(-1)
+    out = torch.empty_like(flat)
+    for i in range(0, flat.numel(), _CHUNK):
+        out[i:i + _CHUNK] = f(flat[i:i + _CHUNK])
+    return out.view(x.shape)
+
+
+def transform_input(x: torch.Tensor, dist: str) -> torch.Tensor:
+    if dist == "normal" or not x.is_floating_point() or x.numel() == 0:
+        return x
+    wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+    if dist == "uniform":
+        f = lambda c: torch.where(c == 0, c.to(wide), (2.0 * _value_hash01(c) - 1.0).to(wide))
+    elif dist == "heavy":  # P(factor > k) = 1/k^2, up to 1000
+        f = lambda c: c.to(wide) * (1.0 - _value_hash01(c)).clamp_min(1e-6).rsqrt().to(wide)
+    elif dist == "signed":
+        f = lambda c: torch.where(_value_hash01(c) < 0.5, -c.to(wide), c.to(wide))
+    elif dist == "positive":
+        f = lambda c: c.to(wide).abs()
+    elif dist == "large":
+        f = lambda c: c.to(wide) * 1024.0  # a power of two: exact, so zeros and ties are kept
+    elif dist == "small":
+        f = lambda c: c.to(wide) / 1024.0
+    elif dist == "edges":
+        sq, n = 0.0, 0
+        for c in x.contiguous().view(-1).split(_CHUNK):
+            c = c.double()
+            c = c[torch.isfinite(c)]
+            sq, n = sq + float(c.pow(2).sum()), n + c.numel()
+        rms = math.sqrt(sq / n) if n else 1.0
+        step = 2.0 ** round(math.log2(rms)) / 2 if rms > 0 else 0.5  # a power of two: exact multiples
+        f = lambda c: torch.round(c.to(wide) / step) * step
+    else:
+        raise ValueError(f"unknown input distribution {dist!r}")
+    return _map_chunks(x, lambda c: f(c).to(x.dtype)).requires_grad_(x.requires_grad)
+
+
+def perturb_inputs(args: list, salt: int) -> list:
+    """Fresh inputs for one timed call: float tensors scaled by (1 + salt/4096), a new tensor each call.
+
+    Every timed call then sees content it has never seen (a cache keyed on data_ptr, id, shape or
+    values cannot answer it), the distribution and structure (zeros, ties, symmetry) stay those of
+    the task, and the reference worker rebuilds the exact inputs of any call from (seed, salt).
+    """
+    m = 1.0 + salt / 4096.0
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if a.dtype in (torch.float32, torch.float64):
+                a = a * m  # exact enough and deterministic: the same op on the same device on both sides
+            elif a.is_floating_point():
+                a = (a.float() * m).to(a.dtype)
+            else:
+                a = a.clone()
+        out.append(a)
+    return out
+
+
+def make_inputs(task_mod, seed: int, device: torch.device, dist: str = "normal") -> list:
+    """The problem's inputs for one seed, created directly on the device (no host round trip), then
+    mapped to the input distribution `dist` (INPUT_DISTS)."""
     torch.manual_seed(seed)
     with torch.device(device):
         inputs = task_mod.get_inputs()
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    if dist != "normal":
+        with torch.no_grad():
+            inputs = [transform_input(x, dist) if isinstance(x, torch.Tensor) else x for x in inputs]
+    return inputs
 
 
 def make_model(cls, task_mod, seed: int, device: torch.device):
@@ -251,6 +346,10 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     return {"median_ms": _median(times), "times_ms": times, "overhead_ms": overhead}
 
 
+_os_write = os.write  # bound before the submission is imported, like the timers
+_json_dumps = json.dumps
+
+
 def emit(fd: int, msg: dict) -> None:
     """One JSON line on a protocol pipe."""
-    os.write(fd, (json.dumps(msg) + "\n").encode())
+    _os_write(fd, (_json_dumps(msg) + "\n").encode())

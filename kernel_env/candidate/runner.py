@@ -9,14 +9,19 @@ cross-checks its timings. Phases, each announced on the protocol pipe as one JSO
   1. build   import the submission (load_inline compiles here) and find ModelNew -> {"event": "built"}
              then wait for "go" on stdin: the judge sends it once a device slot is free.
   2. run     "go" brings output slots made by the judge (CUDA IPC handles, or mapped files on the
-             CPU). Construct ModelNew, run it on the inputs of every trial seed (clones), copy the
-             outputs into the slots -> {"event": "outputs", ...}; time it -> {"event": "timed", ...};
-             copy the outputs of the last timed calls for a recheck -> {"event": "done"}.
+             CPU), each trial's with the input distribution the reference worker chose for it.
+             Construct ModelNew, run it on the inputs of every trial seed (clones) under the watch
+             (watch.py: no PyTorch compute in forward, outputs made by the submission's kernels),
+             copy the outputs into the slots -> {"event": "outputs", ...}; time it, every call on
+             fresh inputs (harness.perturb_inputs), a few random calls watched too ->
+             {"event": "timed", ...}; the slots of each timing set hold the output of one random
+             timed call, named by its salt, for a recheck -> {"event": "done"}.
 """
 from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import time
 import traceback
@@ -24,6 +29,27 @@ from pathlib import Path
 
 # The harness binds its timer primitives at import: before the submission can touch them.
 from kernel_env import harness
+from kernel_env.candidate import watch
+
+# What the timing code relies on, captured before the submission runs: checked again after timing.
+_PRIMITIVES = ("_perf_counter", "_median", "_cuda_sync", "_Event", "_event_record", "_event_elapsed",
+               "_event_sync", "_os_write", "_json_dumps", "time_calls", "fill_slots", "flatten_outputs", "clone_args",
+               "synchronize", "emit")
+_SAVED = {name: getattr(harness, name) for name in _PRIMITIVES}
+_SAVED_TIME = (time.perf_counter, time.monotonic)
+AUDIT_P = 0.15     # share of timing-phase calls preceded by a watched, untimed call on the same inputs
+MAX_AUDITS = 8
+
+
+def _tampered() -> str | None:
+    changed = [n for n in _PRIMITIVES if getattr(harness, n, None) is not _SAVED[n]]
+    if (time.perf_counter, time.monotonic) != _SAVED_TIME:
+        changed.append("time.perf_counter/monotonic")
+    return ", ".join(changed) or None
+
+
+class Rejected(Exception):
+    """A watched call did not count as the submission's kernel (watch.py says why)."""
 
 
 def _short_exc(e: BaseException, limit: int = 6000) -> str:
@@ -34,12 +60,20 @@ def _short_exc(e: BaseException, limit: int = 6000) -> str:
 def main() -> int:
     workdir, fd = Path(sys.argv[1]), int(sys.argv[2])
     plan = json.loads((workdir / "plan.json").read_text())
+    # The plan holds this evaluation's seeds: gone from disk before the submission can look for it.
+    try:
+        (workdir / "plan.json").unlink(missing_ok=True)
+    except OSError:
+        pass
+    seeds, init_seed = plan.pop("seeds"), plan.pop("init_seed")
     import torch
 
     device = harness.device_of(plan["device"])
     if device.type == "cpu":
         torch.set_num_threads(plan.get("cpu_threads", 1))
     task = harness.load_module(plan["task_path"], "reference_problem")
+    sys.modules.pop("reference_problem", None)  # the submission has no business with the reference
+    watch.install_extension_hooks()  # before the import: the modules load_inline builds report calls
 
     t0 = time.monotonic()
     try:
@@ -64,56 +98,97 @@ def main() -> int:
         return 0
     if go.get("cmd") != "go":
         return 0
+    token = go.get("token")
+
+    def emit(msg: dict) -> None:  # a judge that sends a token can tell our lines from forged ones
+        _SAVED["emit"](fd, {**msg, "token": token} if token else msg)
+
     phase = "construct"
+    rng = random.SystemRandom()
+
+    def watched(args, seed):
+        """One forward under the watch: its outputs, or Rejected."""
+        watch.install_triton_hooks()
+        with watch.Watch() as w:
+            out = harness.call(model, args, seed)
+            if not watch.still_active(w):
+                raise Rejected("the evaluator's watch on ModelNew.forward was removed or replaced during the call")
+        why = watch.check_outputs(out, device) or watch.verdict(w, out)
+        if why:
+            raise Rejected(why)
+        return out
+
     try:
         slots = harness.open_slots(go["slots"], device)  # trials first, then one row per timing set
-        n_trials = len(plan["seeds"])
-        model = harness.make_model(model_cls, task, plan["init_seed"], device)
+        n_trials = len(seeds)
+        # each trial's input distribution comes with its slots (the reference worker chose it)
+        dists = [(go["slots"][i][0].get("dist") if go["slots"][i] else None) or "normal" for i in range(n_trials)]
+        model = harness.make_model(model_cls, task, init_seed, device)
         phase = "forward"
-        kept = []  # inputs of the first trials, reused (cloned) by the timing loop
+        kept = []  # inputs of the first trials: the timing loop times perturbed copies of them
         headers = []
-        for i, seed in enumerate(plan["seeds"]):
-            args = harness.make_inputs(task, seed, device)
-            out = harness.flatten_outputs(harness.call(model, harness.clone_args(args), seed))
+        for i, seed in enumerate(seeds):
+            args = harness.make_inputs(task, seed, device, dists[i])
+            out = harness.flatten_outputs(watched(harness.clone_args(args), seed))
             headers.append(harness.fill_slots(slots[i], out))
             harness.synchronize(device)
             if i < plan["timing_sets"]:
                 kept.append((seed, args))
             del out
-        harness.emit(fd, {"event": "outputs", "trials": headers})
+        emit({"event": "outputs", "trials": headers})
 
         phase = "timing"
         flusher = harness.L2Flusher(device, plan["l2_flush_bytes"])
-        state = {"n": 0, "set": 0, "args": None, "out": None}
-        recheck_headers = {}
+        state = {"n": 0, "set": 0, "salt": 0, "args": None, "out": None, "audits": 0}
+        first_audit = rng.randrange(len(kept), len(kept) + 4)
+        recheck_headers, seen = {}, [0] * len(kept)
 
-        def before():  # fresh clones every call, rotating over input sets: nothing to cache on
-            state["set"] = state["n"] % len(kept)
-            seed, args = kept[state["set"]]
+        def before():  # fresh inputs every call: nothing to cache on (harness.perturb_inputs)
+            n = state["n"]
+            state["set"] = j = n if n < len(kept) else rng.randrange(len(kept))
+            state["salt"] = n + 1
+            seed, base = kept[j]
+            args = harness.perturb_inputs(base, state["salt"])
+            if n == first_audit or (n >= len(kept) and state["audits"] < MAX_AUDITS and rng.random() < AUDIT_P):
+                # an extra, untimed call under the watch, like a timed one: a forward that switches to
+                # PyTorch (or to a cache) once the trials are over is caught here
+                state["audits"] += 1
+                watched(harness.clone_args(args), seed)
             torch.manual_seed(seed)
-            state["args"] = harness.clone_args(args)
+            state["args"] = args
             state["n"] += 1
 
         def fn():
             with torch.no_grad():
                 state["out"] = model(*state["args"])
 
-        def after():  # keep what this timed call returned, for the recheck (outside the timed region)
-            if state["out"] is not None:
-                j = state["set"]
-                recheck_headers[j] = harness.fill_slots(slots[n_trials + j], harness.flatten_outputs(state["out"]))
-                state["out"] = None
+        def after():  # outside the timed region: check what the call returned, maybe keep it for the recheck
+            out, state["out"] = state["out"], None
+            why = watch.check_outputs(out, device)  # a lazy object would compute here, untimed
+            if why:
+                raise Rejected(why)
+            j = state["set"]
+            seen[j] += 1
+            if rng.random() * seen[j] < 1.0:  # reservoir sampling: a uniformly random call of this set is checked
+                hdr = harness.fill_slots(slots[n_trials + j], harness.flatten_outputs(out))
+                recheck_headers[j] = [{**h, "salt": state["salt"]} for h in hdr] or [{"salt": state["salt"]}]
 
         t = plan["timing"]
-        res = harness.time_calls(fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
-                                 budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before, warmup_s=t["warmup_s"],
-                                 after=after)
-        harness.emit(fd, {"event": "timed", "times_ms": res["times_ms"], "calls": state["n"]})
+        res = _SAVED["time_calls"](fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
+                                   budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before,
+                                   warmup_s=t["warmup_s"], after=after)
+        bad = _tampered()
+        if bad:
+            raise Rejected(f"the submission replaced the evaluator's timing or output functions ({bad})")
+        emit({"event": "timed", "times_ms": res["times_ms"], "calls": state["n"]})
         harness.synchronize(device)
         # the slots hold the last timed output of each input set, checked like the trials
-        harness.emit(fd, {"event": "done", "rechecks": [recheck_headers.get(j, []) for j in range(len(kept))]})
+        emit({"event": "done", "rechecks": [recheck_headers.get(j, []) for j in range(len(kept))]})
+    except Rejected as e:
+        emit({"event": "error", "phase": phase, "kind": "rejected", "message": f"Rejected: {e}"})
+        return 4
     except BaseException as e:
-        harness.emit(fd, {"event": "error", "phase": phase, "kind": "runtime_error", "message": _short_exc(e)})
+        emit({"event": "error", "phase": phase, "kind": "runtime_error", "message": _short_exc(e)})
         return 4
     return 0
 

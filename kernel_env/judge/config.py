@@ -40,6 +40,9 @@ class JudgeConfig:
     cache_dir: Path = field(default_factory=default_cache_dir)
     work_dir: Path | None = None            # per-evaluation folders (default: <system tmp>/kernel_env_work)
     cpu_threads: int = 1                    # torch threads per process on the CPU device
+    # input distributions of the correctness trials after the first two (harness.INPUT_DISTS); each
+    # trial draws the next of these in a random order, where the task allows it
+    input_dists: tuple[str, ...] = ("uniform", "heavy", "signed", "positive", "large", "small", "edges")
     sandbox: str = "auto"                   # auto | bwrap | unshare | none (see judge/sandbox.py)
     candidate_memory_bytes: int = 16 << 30  # address-space limit of a candidate on the CPU device
 

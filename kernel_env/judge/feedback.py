@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import re
 
-_ERR = re.compile(r"(error|Error|ERROR)[: ]")
-_SERVER_PATHS = re.compile(r"(/[\w.\-+]+)+/(submission\.py|[\w.\-]+\.(cu|cpp|h|cuh|py))")
+_ERR = re.compile(r"(^|[\s:(])(fatal )?error( #?\w+-?\w*)?:")  # gcc / clang / nvcc / ptxas diagnostics
+_ABS_PATH = re.compile(r"(?<![\w.])(?:/[\w.\-+]+)+/([\w.\-+]*)")
+_COMMAND_LINE = re.compile(r"^\s*(\[\d+/\d+\]\s*)?(c\+\+|g\+\+|gcc|nvcc|clang\+\+|\S*/nvcc|FAILED:)\s")
 
 
 def scrub_paths(text: str) -> str:
-    """Hide the server's folders: keep only file names."""
-    return _SERVER_PATHS.sub(lambda m: m.group(2), text)
+    """Hide the server's folders (any absolute path keeps only its last part) and compiler command lines."""
+    text = "\n".join(line for line in text.splitlines()
+                     if not _COMMAND_LINE.match(line) and "-isystem" not in line and "-DTORCH_EXTENSION_NAME" not in line)
+    return _ABS_PATH.sub(lambda m: m.group(1), text)
 
 
 def clip(text: str, limit: int) -> str:
@@ -22,7 +25,7 @@ def compiler_errors(output: str, max_errors: int = 3, context: int = 2) -> str:
     lines = output.splitlines()
     picked, seen = [], set()
     for i, line in enumerate(lines):
-        if _ERR.search(line) and "ninja: build stopped" not in line and i not in seen:
+        if _ERR.search(line) and "ninja: build stopped" not in line and "-isystem" not in line and i not in seen:
             lo, hi = max(0, i - 1), min(len(lines), i + context + 1)
             picked.append("\n".join(lines[lo:hi]))
             seen.update(range(lo, hi))

@@ -37,6 +37,13 @@ def device_name(device: torch.device) -> str:
     return f"cpu-{platform.machine()}-{torch.get_num_threads()}t"
 
 
+def _file_sha(path) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 def _atomic_write(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -144,39 +151,107 @@ def _slots_intact(wire_row: list) -> bool:
     return True
 
 
-def compare(req: dict, task_mod, device: torch.device, slots: list, wire: list) -> dict:
+def _all_finite(outs: list) -> bool:
+    return all(bool(torch.isfinite(o).all()) for o in outs if o.is_floating_point() or o.is_complex())
+
+
+def _rms(t: torch.Tensor) -> float:
+    if not t.is_floating_point():
+        return 0.0
+    f = t.double()
+    f = f[torch.isfinite(f)]
+    return float(f.pow(2).mean().sqrt()) if f.numel() else 0.0
+
+
+def choose_dists(req: dict, task_mod, device: torch.device, prof: dict) -> list:
+    """Per trial, the input distribution (harness.INPUT_DISTS). The first `timing_sets` trials use the
+    task's own inputs (the timing runs on them); the others draw other distributions in a random
+    order, where the task allows it: float inputs that the map changes (|x| of inputs that are
+    already non-negative teaches nothing), a reference output that stays finite (else another
+    distribution, else the task's own: the trial still counts), and no ties when an output is an
+    integer tensor (index outputs such as argmax or topk would be ambiguous)."""
+    import random
+    seeds, k = req["seeds"], req["timing_sets"]
+    alts = [d for d in (req.get("input_dists") or harness.ALT_DISTS) if d in harness.INPUT_DISTS and d != "normal"]
+    if any(not o["dtype"].startswith(("float", "bfloat", "complex")) for o in prof["outputs"]):
+        alts = [d for d in alts if d != "edges"]
+    dists = ["normal"] * len(seeds)
+    if not alts or len(seeds) <= k:
+        return dists
+    order = random.SystemRandom().sample(alts, len(alts))
+    model = harness.make_model(task_mod.Model, task_mod, req.get("init_seed", seeds[0]), device)
+    for i in range(k, len(seeds)):
+        own = [x for x in harness.make_inputs(task_mod, seeds[i], device)
+               if isinstance(x, torch.Tensor) and x.is_floating_point()]
+        for _ in range(len(order)):
+            d = order.pop(0)
+            order.append(d)  # the next trial starts with the next distribution
+            args = harness.make_inputs(task_mod, seeds[i], device, d)
+            new = [x for x in args if isinstance(x, torch.Tensor) and x.is_floating_point()]
+            if all(torch.equal(a, b) for a, b in zip(own, new)):
+                continue
+            # a distribution the task cannot take (log of negatives, overflow) is not used for this trial
+            if _all_finite(harness.flatten_outputs(harness.call(model, args, seeds[i]))):
+                dists[i] = d
+                break
+        del own
+    del model
+    return dists
+
+
+def compare(req: dict, task_mod, device: torch.device, slots: list, wire: list, dists: list | None = None) -> dict:
     """Reference outputs for the trial seeds against what the candidate left in the slots (it has exited)."""
     model = harness.make_model(task_mod.Model, task_mod, req["init_seed"], device)
     tol = req["tolerance"]
     seeds = req["seeds"]
+    dists = dists or ["normal"] * len(seeds)
     trials, rechecks = req.get("trials") or [], req.get("rechecks") or []
-    refs_kept, passed = {}, 0
+    passed, skipped = 0, 0
     checks = [(i, seed, "trial") for i, seed in enumerate(seeds)]
     checks += [(len(seeds) + j, seeds[j], "recheck") for j in range(req["timing_sets"])]
     for row, seed, kind in checks:
         idx = row if kind == "trial" else row - len(seeds)
+        dist, scale = "normal", None
         if kind == "trial":
-            args = harness.make_inputs(task_mod, seed, device)
+            dist = dists[idx]
+            args = harness.make_inputs(task_mod, seed, device, dist)
             ref = harness.flatten_outputs(harness.call(model, harness.clone_args(args), seed))
             del args
-            if idx < req["timing_sets"]:
-                refs_kept[idx] = ref
             headers = trials[idx] if idx < len(trials) else None
+            if dist != "normal":
+                if not _all_finite(ref):  # the reference itself overflowed: the trial is not counted
+                    skipped += 1
+                    continue
+                # the tolerances are set for the task's own output scale: scale atol with the output
+                # (1024x inputs give a 1024x..1e6x output and rounding errors to match)
+                own = harness.flatten_outputs(harness.call(model, harness.make_inputs(task_mod, seed, device), seed))
+                scale = [max(1.0, _rms(r) / _rms(o)) if _rms(o) > 0 else 1.0 for r, o in zip(ref, own)]
+                del own
         else:
-            ref = refs_kept[idx]
             headers = rechecks[idx] if idx < len(rechecks) else None
+            salt = headers[0].get("salt") if isinstance(headers, list) and headers and isinstance(headers[0], dict) else None
+            if not (isinstance(salt, int) and 0 < salt <= 1_000_000):
+                return {"passed": passed, "mismatch": {"what": "count", "recheck": idx, "message":
+                        "the outputs of the timed calls were not reported"}, "dists": dists}
+            # the checked call's own inputs (harness.perturb_inputs): any timed call may be the one checked
+            args = harness.perturb_inputs(harness.make_inputs(task_mod, seed, device), salt)
+            ref = harness.flatten_outputs(harness.call(model, args, seed))
+            del args
         bad = _claimed_mismatch(ref, headers)
         if bad is None and not _slots_intact(wire[row]):
             bad = {"what": "tampered", "message": "an output slot was truncated or removed"}
         if bad is None:
-            bad = compare_outputs(ref, slots[row], tol)
+            bad = compare_outputs(ref, slots[row], tol, atol_scale=scale)
         if bad:
             bad[kind] = idx
             if kind == "recheck":
                 bad["message"] = "outputs of the timed calls differ from the reference: " + bad["message"]
-            return {"passed": passed, "mismatch": bad}
+            elif dist != "normal":
+                bad["dist"] = dist
+                bad["message"] += f" [inputs of this trial: {harness.INPUT_DISTS[dist]}]"
+            return {"passed": passed, "mismatch": bad, "dists": dists}
         passed += kind == "trial"
-    return {"passed": passed, "mismatch": None}
+    return {"passed": passed, "mismatch": None, "dists": dists, "skipped": skipped}
 
 
 def main() -> int:
@@ -200,14 +275,31 @@ def main() -> int:
             try:
                 task_mod = harness.load_module(t["task_path"], "reference_problem")
                 if mode == "compare":
-                    res = {"ok": True, "compare": compare(req, task_mod, device, held["slots"], held["wire"])}
+                    if held.get("task_sha") is None or _file_sha(t["task_path"]) != held.get("task_sha"):
+                        # the problem file changed while the candidate ran: never compare against it
+                        res = {"ok": True, "compare": {"passed": 0, "mismatch": {
+                            "what": "tampered", "trial": 0, "message": "the problem's files changed while your "
+                            "code was imported or ran: editing files outside your folder is not allowed"}}}
+                    else:
+                        res = {"ok": True, "compare": compare(req, task_mod, device, held["slots"], held["wire"],
+                                                              held.get("dists"))}
                 else:
                     prof = get_profile({**req, **t}, task_mod, device, name, peaks)
                     res = {"ok": True, "task_id": t["task_id"], "profile": prof, "peaks": peaks}
                     if mode == "prepare":
+                        # source_sha is the judge's hash of the problem file: when it is taken before the
+                        # candidate starts, an edit made while the submission was imported shows here
+                        sha = _file_sha(t["task_path"])
+                        held["task_sha"] = sha if sha and sha.startswith(str(t.get("source_sha", ""))) else None
                         n = len(req["seeds"]) + req["timing_sets"]
                         held["slots"], held["wire"] = harness.make_slots(prof["outputs"], n, device,
                                                                          Path(req["slot_dir"]))
+                        held["dists"] = res["dists"] = choose_dists(req, task_mod, device, prof)
+                        # The candidate learns each trial's input distribution from its slots: the
+                        # judge forwards "slots" to it unchanged (see candidate/runner.py).
+                        for row, d in zip(held["wire"], held["dists"]):
+                            for w in row:
+                                w["dist"] = d
                         res["slots"] = held["wire"]
             except Exception as e:
                 res = {"ok": False, "task_id": t.get("task_id"), "error": "".join(
