@@ -299,8 +299,8 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     """
     cuda = device.type == "cuda"
 
-    def one(f):
-        if before is not None:
+    def one(f, hooks=True):
+        if hooks and before is not None:
             before()
         flusher()
         synchronize(device)
@@ -312,13 +312,13 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
             _cuda_sync(device)
             _event_record(e_all)
             _event_sync(e_all)
-            if after is not None:
+            if hooks and after is not None:
                 after()
             return _event_elapsed(s, e_stream), _event_elapsed(s, e_all)
         t0 = _perf_counter()
         f()
         dt = (_perf_counter() - t0) * 1e3
-        if after is not None:
+        if hooks and after is not None:
             after()
         return dt, dt
 
@@ -328,7 +328,7 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
         n_warm += 1
     overhead = 0.0
     if cuda:  # what the bracket costs around nothing: host sync latency and the event launch
-        overhead = _median(one(lambda: None)[1] for _ in range(10))
+        overhead = _median(one(lambda: None, hooks=False)[1] for _ in range(10))  # no inputs, no outputs
     times = []
     spent = 0.0
     while len(times) < max_calls:

@@ -1,6 +1,7 @@
 """Shared test setup: one build cache for the whole session (a C++ load_inline build costs ~25 s
 on CI; every CPU test submission shares one extension, so it is built once), and helpers."""
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,7 +12,10 @@ SUBMISSIONS = ROOT / "tests" / "submissions"
 SHARED_KB = ROOT.parent / "shared" / "kernelbench"
 
 # Before anything imports kernel_env: servers and judges started by tests inherit this cache.
+_OWN_CACHE = "KERNEL_ENV_CACHE" not in os.environ
 os.environ.setdefault("KERNEL_ENV_CACHE", tempfile.mkdtemp(prefix="kernel_env_test_cache_"))
+# The test submissions compile with -O2: one precompiled header (judge/prebuild.py), not three.
+os.environ.setdefault("KERNEL_ENV_PCH_VARIANTS", "O2")
 
 
 def submission(name: str) -> str:
@@ -21,3 +25,9 @@ def submission(name: str) -> str:
 @pytest.fixture(scope="session")
 def cache_dir() -> Path:
     return Path(os.environ["KERNEL_ENV_CACHE"])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The session's own cache goes with it (builds and a ~0.8 GB precompiled header)."""
+    if _OWN_CACHE:
+        shutil.rmtree(os.environ["KERNEL_ENV_CACHE"], ignore_errors=True)

@@ -40,7 +40,8 @@ class Case:
 
 
 STATIC = "static", "forbidden_pattern"
-REJECTED = "run", "runtime_error"
+REJECTED = "run", "runtime_error"          # the watch's reason: the feedback starts "Rejected: "
+FORGED = "run", "timing_invalid"
 WRONG = "correctness", "output_mismatch"
 OK = "timed", "none"
 
@@ -89,6 +90,8 @@ CASES = [
     Case("decoy_launched_on_dummy.py", RELU, *REJECTED, ("not memory that your kernels wrote",)),
     Case("triton_decoy_on_dummy.py", RELU, *REJECTED, ("not memory that your kernels wrote",)),
     Case("lazy_non_tensor_output.py", RELU, *REJECTED, ("forward must return torch.Tensor",)),
+    # ---- lines written to the protocol pipe from native code: they lack the run's token
+    Case("cpp_forge_protocol.py", RELU, *FORGED, ("not from the evaluator's runner",)),
     # ---- caught by the trusted comparison after the candidate has exited
     Case("hardcoded_seed_outputs.py", RELU, *WRONG, ("trial 1 of",)),
     Case("cache_by_shape_relaunch.py", LINRELU, *WRONG, ("Wrong output",)),
@@ -152,6 +155,8 @@ def test_case(verdicts, case):
     assert (v.stage, v.error_kind) == (case.stage, case.kind), where
     if case.says:
         assert any(s in v.feedback for s in case.says), where
+    if (case.stage, case.kind) == REJECTED:
+        assert v.feedback.startswith("Rejected: ") and v.details.get("rejected"), where
     reward, _ = compute_reward(v)
     if case.stage == "timed":
         assert v.correct and not v.roofline_violation and not v.suspicious, where
@@ -233,6 +238,7 @@ def check_gpu_verdicts(vs: dict) -> None:
         where = f"{case.file}: {v.stage}/{v.error_kind}: {v.feedback}"
         assert (v.stage, v.error_kind) == (case.stage, case.kind), where
         assert not case.says or any(s in v.feedback for s in case.says), where
+        assert (case.stage, case.kind) != REJECTED or v.feedback.startswith("Rejected: "), where
         assert v.correct == (case.stage == "timed") and not v.roofline_violation and not v.suspicious, where
     assert vs["gpu_fused_scale_add_clamp.py"].speedup > 1.0
     v, honest = vs[GPU_NO_GAIN], vs["gpu_side_stream_wait.py"]
@@ -242,6 +248,36 @@ def check_gpu_verdicts(vs: dict) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only cases")
 def test_gpu_cases(cache_dir):
     check_gpu_verdicts(run_gpu_cases(cache_dir))
+
+
+def _hardening_script():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("h200_hardening_check", ROOT / "scripts" / "h200_hardening_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_docstrings_say_what_the_table_says():
+    # scripts/h200_hardening_check.py takes each file's task and verdict from its docstring
+    read = _hardening_script().expected_from_doc
+    for c in CASES + GPU_CASES:
+        e = read(c.path)
+        assert (e["task"], e["stage"], e["kind"]) == (c.task, c.stage, c.kind), c.file
+
+
+def test_cuda_fault_files_get_past_the_static_checks():
+    # their faults are for the GPU to show (tests/faults_cuda, run by scripts/h200_hardening_check.py)
+    from kernel_env.judge.checks import check_source
+    from kernel_env.judge.service import build_key
+    files = sorted((ROOT / "tests" / "faults_cuda").glob("*.py"))
+    assert len(files) >= 5
+    for p in files:
+        text = p.read_text()
+        e = _hardening_script().expected_from_doc(p)
+        assert e["task"] == "level1/19_ReLU" and e["stage"] == "run", p.name
+        assert check_source(text, ast.parse(text)) is None, p.name
+    assert len({build_key(p.read_text()) for p in files}) == 1  # one shared extension: one build
 
 
 # ---------------------------------------------------------------- the runtime watch (unit level, in-process)

@@ -26,7 +26,9 @@ def make_judge(cache_dir, **kw):
 
 def _children_of_us():
     out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(os.getpid())], capture_output=True, text=True).stdout
-    return [l for l in out.splitlines() if "kernel_env" in l]
+    # the precompiled-header builder (judge/prebuild.py) is the cache's, not an evaluation's: it may
+    # outlive one; it ends by itself
+    return [l for l in out.splitlines() if "kernel_env" in l and "kernel_env.judge.prebuild" not in l]
 
 
 def _leftovers(judge):

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..tasks import Task, TaskSet
 from . import feedback as fb
+from . import prebuild
 from .checks import check_source
 from .config import JudgeConfig
 from .sandbox import PYTHON, Proc, child_env, describe_exit, isolation, wrap
@@ -49,6 +50,9 @@ class Judge:
         self.work_root.mkdir(parents=True, exist_ok=True)
         self.isolation = isolation(self.cfg.sandbox)
         log.info("candidate isolation: %s", self.isolation)
+        # torch/extension.h precompiled for the candidates' builds, made in the background (prebuild.py)
+        self._pch = (prebuild.Background(self.cfg.cache_dir, self.cfg.device == "cuda", self.cfg.pch_variants)
+                     if self.cfg.precompiled_header else None)
         self._build_sem = asyncio.Semaphore(self.cfg.build_slots)
         slots = self.cfg.gpus if self.cfg.device == "cuda" else (0,)
         self._dev_locks = {g: asyncio.Lock() for g in slots}
@@ -144,6 +148,8 @@ class Judge:
 
     async def aclose(self) -> None:
         """Cancel evaluations still running; each kills its processes and removes its files."""
+        if self._pch:
+            self._pch.stop()
         tasks = [t for t in self._inflight if t is not asyncio.current_task()]
         for t in tasks:
             t.cancel()
@@ -199,9 +205,13 @@ class Judge:
         try:
             seeds = [secrets.randbits(31) for _ in range(cfg.correctness_trials)]  # fresh per evaluation
             init_seed = secrets.randbits(31)
+            # what every request to the reference worker carries; the task file is hashed here, before
+            # the candidate starts, so an edit made while the submission is imported shows in "prepare"
+            ref_req = {**self._ref_common(), **self._task_req(task), "seeds": seeds, "init_seed": init_seed,
+                       "timing_sets": min(2, len(seeds))}
             (workdir / "submission.py").write_text(source)
             plan = {"task_path": str(task.path), "device": cfg.device, "seeds": seeds, "init_seed": init_seed,
-                    "timing_sets": min(2, len(seeds)), "l2_flush_bytes": cfg.l2_flush_bytes,
+                    "timing_sets": ref_req["timing_sets"], "l2_flush_bytes": cfg.l2_flush_bytes,
                     "cpu_threads": cfg.cpu_threads, "timing": self._timing()}
             (workdir / "plan.json").write_text(json.dumps(plan))
             (workdir / "slots").mkdir()
@@ -235,29 +245,30 @@ class Judge:
             # ---- run (exclusive device slot)
             t_q = time.monotonic()
             async with self._queued("waiting_device", self._device(gpu)):
-                v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
-                t_r = time.monotonic()
-                prep = await self._ask(ref, {"mode": "prepare", **self._ref_common(), **self._task_req(task),
-                                             "seeds": plan["seeds"], "timing_sets": plan["timing_sets"],
-                                             "slot_dir": str(workdir / "slots")})
-                v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
-                t_c = time.monotonic()
-                run = await self._run_candidate(cand, prep["slots"])
-                await cand.close()  # the candidate is gone before the reference is computed
-                v.timings["run_s"] = round(time.monotonic() - t_c, 3)
-                if run.get("failed"):
-                    v.stage, v.error_kind, v.feedback = Stage.RUN.value, run["kind"], run["feedback"]
-                    v.details.update(run.get("details", {}))
-                    return v
-                t_c = time.monotonic()
-                res = await self._ask(ref, {"mode": "compare", **self._ref_common(), **self._task_req(task),
-                                            "seeds": plan["seeds"], "init_seed": plan["init_seed"],
-                                            "timing_sets": plan["timing_sets"], "trials": run.get("trials"),
-                                            "rechecks": run.get("rechecks")})
-                res["profile"] = self._profiles[task.task_id] = prep["profile"]
-                v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
-                self._stats["measures"] += 1
-                self._stats["measure_s_total"] += time.monotonic() - t_r
+                try:
+                    v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
+                    t_r = time.monotonic()
+                    # init_seed too: the input distributions are checked on the model that "compare" will use
+                    prep = await self._ask(ref, {"mode": "prepare", **ref_req, "slot_dir": str(workdir / "slots")})
+                    v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
+                    t_c = time.monotonic()
+                    run = await self._run_candidate(cand, prep["slots"])
+                    await cand.close()  # the candidate is gone before the reference is computed
+                    v.timings["run_s"] = round(time.monotonic() - t_c, 3)
+                    if run.get("failed"):
+                        v.stage, v.error_kind, v.feedback = Stage.RUN.value, run["kind"], run["feedback"]
+                        v.details.update(run.get("details", {}))
+                        return v
+                    t_c = time.monotonic()
+                    res = await self._ask(ref, {"mode": "compare", **ref_req, "trials": run.get("trials"),
+                                                "rechecks": run.get("rechecks")})
+                    res["profile"] = self._profiles[task.task_id] = prep["profile"]
+                    v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
+                    self._stats["measures"] += 1
+                    self._stats["measure_s_total"] += time.monotonic() - t_r
+                finally:  # what holds device memory is gone before the next measurement starts
+                    for p in (cand, ref):
+                        await asyncio.shield(p.close())
             return self._verdict(v, run, res)
         except asyncio.CancelledError:
             raise
@@ -305,7 +316,10 @@ class Judge:
         """Drive the run phase; a dict with outputs/times, or failed=True with kind and feedback."""
         cfg, limit = self.cfg, self.cfg.feedback_max_chars
         deadline = time.monotonic() + cfg.run_timeout_s
-        if not await cand.send(json.dumps({"cmd": "go", "slots": slots})):
+        # The runner stamps every line after "go" with this token; the submission runs in the same
+        # process and can write to the protocol pipe too, but never sees the token.
+        token = secrets.token_hex(16)
+        if not await cand.send(json.dumps({"cmd": "go", "slots": slots, "token": token})):
             rc = await cand.wait(5)
             return {"failed": True, "kind": ErrorKind.CRASH.value,
                     "feedback": fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit)}
@@ -314,6 +328,12 @@ class Judge:
         while True:
             msg = await cand.next_message(max(0.0, deadline - time.monotonic()))
             ev = msg.get("event")
+            if ev not in ("timeout", "eof", "garbage") and msg.get("token") != token:  # those three are Proc's own
+                cand.kill()
+                return {"failed": True, "kind": ErrorKind.TIMING_INVALID.value, "details": {"forged_event": str(ev)[:40]},
+                        "feedback": "A message on the evaluator's result channel was not from the evaluator's runner "
+                                    "(forged results: writing to the evaluator's pipes is not allowed); the run is "
+                                    "discarded."}
             if ev == "outputs":
                 got["trials"], t_outputs = msg.get("trials"), time.monotonic()
             elif ev == "timed":
@@ -328,6 +348,11 @@ class Judge:
                         "feedback": fb.clip(f"Timed out after {cfg.run_timeout_s:.0f} s while running ModelNew "
                                             f"({'timing' if 'trials' in got else 'correctness trials'}). "
                                             "An infinite loop or a deadlock in the kernel?", limit)}
+            elif ev == "error" and msg.get("kind") == "rejected":  # the watch's reason, not a traceback
+                text = str(msg.get("message", ""))
+                return {"failed": True, "kind": ErrorKind.RUNTIME_ERROR.value,
+                        "details": {"phase": msg.get("phase", "run"), "rejected": True},
+                        "feedback": fb.clip(text if text.startswith("Rejected") else "Rejected: " + text, limit)}
             elif ev == "error":
                 phase = msg.get("phase", "run")
                 return {"failed": True, "kind": ErrorKind.RUNTIME_ERROR.value, "details": {"phase": phase},
@@ -415,6 +440,11 @@ class Judge:
         extra = {"TORCH_EXTENSIONS_DIR": ext_dir or c.cache_dir / "torch_extensions",
                  "TRITON_CACHE_DIR": c.cache_dir / "triton",
                  "OMP_NUM_THREADS": c.cpu_threads, "MKL_NUM_THREADS": c.cpu_threads}
+        if not trusted:
+            extra["KERNEL_ENV_FAST_BUILD"] = "0" if c.fast_build == "off" else "1"
+            extra["KERNEL_ENV_CUDA_PRELUDE"] = c.fast_build
+            if self._pch and self._pch.dir:
+                extra["KERNEL_ENV_PCH_DIR"] = self._pch.dir
         if c.device == "cuda":
             extra["CUDA_VISIBLE_DEVICES"] = gpu
         else:

@@ -30,7 +30,7 @@ class ErrorKind(str, Enum):
     CRASH = "crash"                  # killed by a signal or exited without a report
     RUN_TIMEOUT = "run_timeout"
     OUTPUT_MISMATCH = "output_mismatch"  # count, shape, dtype, NaN/inf pattern or values
-    TIMING_INVALID = "timing_invalid"    # the timing report contradicts the judge's own clock
+    TIMING_INVALID = "timing_invalid"    # the timing report contradicts the judge's clock, or was forged (not the runner's)
     INTERNAL = "internal"            # the judge itself failed (reference crashed, ...): not the candidate's fault
 
 

@@ -1,0 +1,130 @@
+"""Cold load_inline builds: torch's plain path against kernel_env's fast path, side by side in one run.
+
+Each build is a fresh process importing a submission (its load_inline compiles at import) with an
+empty TORCH_EXTENSIONS_DIR and a unique comment in its kernel source, so nothing is cached but the
+precompiled header the judge makes once at start (timed separately). Modes:
+
+  plain        torch.utils.cpp_extension.load_inline as torch ships it
+  fast-aten    candidate/fast_build.py: the .cu sees ATen only, main.cpp uses the precompiled header
+  fast-core    the same with the lightest prelude (Tensor class + factory functions)
+
+    python bench/bench_build.py --device cuda [--modes plain fast-aten fast-core] [--parallel 4] FILES...
+    python bench/bench_build.py --device cpu      # C++ submissions of the test suite (no .cu: PCH only)
+
+Prints one row per (file, mode) and the median per mode; --json writes everything.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CHILD = r"""
+import importlib.util, os, sys, time
+if os.environ.get("BENCH_MODE") != "plain":
+    from kernel_env.candidate import fast_build
+    fast_build.install()
+t = time.time()
+spec = importlib.util.spec_from_file_location("submission", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+print("BUILD_S", time.time() - t)
+"""
+
+
+def unique(code: str, tag: str) -> str:
+    """A comment inside every kernel source string: a new build, the same kernel."""
+    out, i = code, 0
+    for marker in ('r"""', 'R"""', '"""'):
+        j = out.find(marker)
+        if j >= 0:
+            j += len(marker)
+            return out[:j] + f"\n// {tag}\n" + out[j:]
+    return out
+
+
+def build_once(path: Path, mode: str, pch: str | None, tag: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench-build-") as d:
+        src = Path(d) / path.name
+        src.write_text(unique(path.read_text(), tag))
+        env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(Path(d) / "ext"), BENCH_MODE=mode,
+                   PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+        if mode != "plain":
+            env["KERNEL_ENV_CUDA_PRELUDE"] = mode.split("-", 1)[1]
+            if pch:
+                env["KERNEL_ENV_PCH_DIR"] = pch
+        t = time.time()
+        p = subprocess.run([sys.executable, "-c", CHILD, str(src)], env=env, capture_output=True, text=True)
+        wall = time.time() - t
+        build_s = next((float(l.split()[1]) for l in p.stdout.splitlines() if l.startswith("BUILD_S")), None)
+        fell_back = any(Path(d, "ext").glob("*/kernel_env_light_failed"))
+        steps = {}  # ninja's own log: seconds per compile/link step
+        for log in Path(d, "ext").glob("*/.ninja_log"):
+            for line in log.read_text().splitlines()[1:]:
+                f = line.split("\t")
+                if len(f) >= 4:
+                    steps[f[3]] = (int(f[1]) - int(f[0])) / 1e3
+        return {"file": path.name, "mode": mode, "ok": p.returncode == 0, "build_s": build_s, "wall_s": wall,
+                "light_fallback": fell_back, "steps": steps, "error": None if p.returncode == 0 else p.stderr[-800:]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="*")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--modes", nargs="+", default=["plain", "fast-aten", "fast-core"])
+    ap.add_argument("--parallel", type=int, default=4, help="builds at a time (each mode's share)")
+    ap.add_argument("--cache", default=os.environ.get("KERNEL_ENV_CACHE", "/tmp/kernel_env_cache"))
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    files = [Path(f) for f in args.files] or (
+        sorted((ROOT / "examples" / "submissions").glob("*_cuda.py")) if args.device == "cuda"
+        else [ROOT / "tests" / "submissions" / f for f in ("relu_ok.py", "matmul_ok.py", "linear_relu_ok.py")])
+
+    from kernel_env.judge import prebuild
+    t0 = time.time()
+    pch = prebuild.build(Path(args.cache), args.device == "cuda")
+    pch_s = time.time() - t0
+    print(f"precompiled header: {pch or 'NOT BUILT'} ({pch_s:.1f} s, once per box)", flush=True)
+
+    jobs = [(f, m) for f in files for m in args.modes]  # modes interleaved: same load on each
+    rows = []
+    with ThreadPoolExecutor(args.parallel) as pool:
+        futs = [pool.submit(build_once, f, m, str(pch) if pch else None, f"bench-{time.time_ns()}-{i}")
+                for i, (f, m) in enumerate(jobs)]
+        for fut in futs:
+            r = fut.result()
+            rows.append(r)
+            print(f"{r['file']:44s} {r['mode']:10s} {'ok' if r['ok'] else 'FAILED':6s} "
+                  f"build {r['build_s'] or float('nan'):6.1f} s  wall {r['wall_s']:6.1f} s"
+                  f"  [{' '.join(f'{k} {v:.1f}s' for k, v in r['steps'].items())}]"
+                  f"{'  (light prelude failed: full headers)' if r['light_fallback'] else ''}", flush=True)
+            if r["error"]:
+                print("   ", r["error"].strip().splitlines()[-1][:300])
+    med = {}
+    for m in args.modes:
+        xs = [r["build_s"] for r in rows if r["mode"] == m and r["ok"] and r["build_s"]]
+        med[m] = statistics.median(xs) if xs else None
+    base = med.get("plain")
+    print("\nmode        median cold build   vs plain")
+    for m, v in med.items():
+        ratio = f"{base / v:5.1f}x faster" if base and v else ""
+        print(f"{m:10s}  {v if v is not None else float('nan'):8.1f} s         {ratio}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"pch_s": pch_s, "pch": str(pch), "medians": med, "rows": rows},
+                                              indent=1))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

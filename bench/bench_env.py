@@ -1,0 +1,160 @@
+"""This project's side of the benchmark: the real server (a subprocess) driven by the real client.
+
+    python -m kernel_env.server.app --host 127.0.0.1 --port P --device D [--kernelbench-dir KB] ...
+
+EnvHarness starts it, waits for /health, hands out sessions (one KernelEnv WebSocket each) and reads
+/stats. A session's evaluate() is one step(): reset(task, split) first when the task changes or the
+episode is over; the per-evaluation timings (build, device queue, measurement) come from the last
+entry of state().history, fetched after the step (outside the step's latency).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from kernel_env import KernelAction, KernelEnv
+from kernel_env.tasks import split_of
+
+from .workload import ROOT
+
+MEASURE_KEYS = ("prepare_s", "run_s", "reference_s")  # device-slot work of one evaluation (service.py)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EnvHarness:
+    name = "env"
+
+    def __init__(self, device: str, kernelbench_dir: str, work_dir: Path, gpus: str = "", max_turns: int = 4,
+                 server_args: str = "", timeout_s: float = 900.0):
+        self.device, self.kernelbench_dir, self.gpus = device, kernelbench_dir, gpus
+        self.work = Path(work_dir) / "env"
+        self.max_turns, self.server_args, self.timeout_s = max_turns, server_args, timeout_s
+        self.url = ""
+        self.proc: subprocess.Popen | None = None
+        self.startup_s = None
+
+    def start(self) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        cmd = [sys.executable, "-m", "kernel_env.server.app", "--host", "127.0.0.1", "--port", str(port),
+               "--device", self.device, "--max-turns", str(self.max_turns), "--stats-interval-s", "30"]
+        if self.kernelbench_dir:
+            cmd += ["--kernelbench-dir", self.kernelbench_dir]
+        if self.gpus:
+            cmd += ["--gpus", self.gpus]
+        cmd += shlex.split(self.server_args)
+        self.log_path = self.work / "server.log"
+        t = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT,
+                                     env=dict(os.environ))
+        while time.monotonic() - t < 180:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited ({self.proc.returncode}); see {self.log_path}")
+            try:
+                urllib.request.urlopen(self.url + "/health", timeout=1)
+                self.startup_s = round(time.monotonic() - t, 2)
+                return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"server not healthy after 180 s; see {self.log_path}")
+
+    def stats(self) -> dict:
+        req = urllib.request.Request(self.url + "/stats")
+        token = os.environ.get("KERNEL_ENV_TOKEN")
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        return json.loads(urllib.request.urlopen(req, timeout=10).read())
+
+    def device_busy(self) -> tuple[float, int]:
+        """Seconds the judge held a device slot, summed over devices (busy_frac x judge uptime)."""
+        j = self.stats()["judge"] or {}
+        fr = j.get("device_busy_frac") or {}
+        return sum(fr.values()) * j.get("uptime_s", 0.0), max(1, len(fr))
+
+    def prepare(self, task_ids) -> dict:
+        """One reset per task before the phases: the judge profiles each task (t_ref, FLOPs, bytes) on first
+        use, on the device, and keeps it on disk; a long-running server has them all."""
+        env = KernelEnv(base_url=self.url, message_timeout_s=self.timeout_s).sync()
+        out = {}
+        try:
+            for t in task_ids:
+                t0 = time.monotonic()
+                env.reset(task_id=t, split=split_of(t))
+                out[t] = round(time.monotonic() - t0, 2)
+        finally:
+            env.close()
+        return out
+
+    def queue_sample(self) -> dict:
+        """Evaluations waiting for a build slot, waiting for a device, in the judge (one /stats read)."""
+        j = self.stats()["judge"] or {}
+        return {k: j.get(k) for k in ("waiting_build", "waiting_device", "running")}
+
+    def session(self) -> "EnvSession":
+        return EnvSession(self)
+
+    def abort(self) -> None:
+        """End the load: stop the server (in-flight evaluations are killed with it)."""
+        self.close()
+
+    def close(self) -> None:
+        p = self.proc
+        if p is not None and p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+
+class EnvSession:
+    def __init__(self, h: EnvHarness):
+        self.h = h
+        self.env = KernelEnv(base_url=h.url, message_timeout_s=h.timeout_s).sync()
+        self.task = None
+        self.turns = 0
+        self.max_turns = h.max_turns
+        self.done = True
+
+    def evaluate(self, task_id: str, code: str) -> dict:
+        reset_s = None
+        if task_id != self.task or self.done:
+            t = time.monotonic()
+            obs = self.env.reset(task_id=task_id, split=split_of(task_id)).observation
+            reset_s = time.monotonic() - t
+            self.task, self.turns, self.done = task_id, 0, False
+            self.max_turns = (obs.metadata or {}).get("max_turns", self.max_turns)
+        t = time.monotonic()
+        r = self.env.step(KernelAction(code=code))
+        latency = time.monotonic() - t
+        self.turns += 1
+        self.done = bool(r.done) or self.turns >= self.max_turns
+        hist = self.env.state().history
+        tm = (hist[-1].get("timings") if hist else None) or {}
+        o = r.observation
+        measure = [tm[k] for k in MEASURE_KEYS if tm.get(k) is not None]
+        return {"task": task_id, "stage": o.stage, "correct": bool(o.correct), "t_new_ms": o.t_new_ms,
+                "speedup": o.speedup, "latency_s": latency, "build_s": tm.get("build_s"),
+                "queue_s": tm.get("queue_s"), "measure_s": sum(measure) if measure else None,
+                "judge_s": tm.get("total_s"), "reset_s": reset_s,
+                "error": None if o.correct else (o.feedback or "")[:300]}
+
+    def close(self) -> None:
+        try:
+            self.env.close()
+        except Exception:
+            pass

@@ -1,0 +1,142 @@
+"""Numbers from the phases' raw results, and the side-by-side table (project vs plain harness).
+
+Definitions (one harness, its load phase unless said otherwise):
+- evaluations per GPU-minute: load evaluations that returned inside the window / load wall minutes /
+  devices (the load wall ends when the last load evaluation returns, or at the window's end);
+  "second half": the same over the second half of the load wall (builds have ramped up by then).
+- device slot held %: seconds some evaluation held a device's exclusive slot / (window x devices):
+  the judge's device_busy_frac from /stats (two reads), or the plain harness's one lock.
+- GPU util %: nvidia-smi's utilization.gpu, mean of 0.5 s samples over the window.
+- build: the evaluation's build seconds (env: history timings build_s; plain: import of the
+  submission, where load_inline compiles). latency: the client's wait for one step()
+  (plain: from submission to result, its wait for the queue included).
+- overhead per turn: latency - build - device queue wait - measurement (env: prepare + run +
+  reference, the device-slot work; plain: correctness trials + timing). Both builds count from the
+  candidate process's start (interpreter, imports, compile), so what is left is: env: waiting for a
+  build slot, the reference worker's start, the server and the WebSocket; plain: building the models,
+  the process's exit. "alone": warm + spread-alone evaluations. The issue's goal counts the queue
+  as overhead too: add the queue row.
+- timing spread: max/min of the speedups of the same kernel (correct evaluations only); under load:
+  the probes that started while load evaluations were in flight.
+- mean waiting for build slot / device: the judge's waiting_build / waiting_device from /stats every
+  2 s of the load (env only).
+"""
+from __future__ import annotations
+
+
+def pct(xs: list, p: float):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    k = (len(xs) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def _overhead(r: dict):
+    if r.get("latency_s") is None or r.get("measure_s") is None:
+        return None
+    return r["latency_s"] - (r.get("build_s") or 0.0) - (r.get("queue_s") or 0.0) - r["measure_s"]
+
+
+def _spread(rs: list[dict]):
+    sp = [r["speedup"] for r in rs if r.get("correct") and r.get("speedup")]
+    return {"max_over_min": max(sp) / min(sp) if sp else None, "n": len(sp), "speedups": sp}
+
+
+def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
+    """One harness's summary from its phases' results (see run_all.py)."""
+    out: dict = {}
+    cw, sp, ld = res.get("cold_warm"), res.get("spread"), res.get("load")
+    if cw:
+        out["cold_latency_s"], out["cold_build_s"] = cw["cold"].get("latency_s"), cw["cold"].get("build_s")
+        out["warm_latency_s"], out["cold_stage"] = cw["warm"].get("latency_s"), cw["cold"].get("stage")
+    alone = ([cw["warm"]] if cw else []) + (sp["evals"] if sp else [])
+    out["overhead_alone_p50_s"] = pct([_overhead(r) for r in alone], 50)
+    if any(r.get("judge_s") is not None for r in alone):
+        out["server_overhead_alone_p50_s"] = pct([r["latency_s"] - r["judge_s"] for r in alone
+                                                  if r.get("judge_s") is not None], 50)
+    if sp:
+        out["spread_alone"] = _spread(sp["evals"])
+    if ld:
+        errors = [r for r in ld["evals"] if r.get("stage") == "error"]  # the client failed: no evaluation
+        ev = [r for r in ld["evals"] if r.get("stage") != "error"]
+        out["load_client_errors"] = len(errors)
+        wall, ndev = max(ld["load_wall_s"], 1e-9), ld["n_devices"]
+        half = [r for r in ev if r["t_done"] >= wall / 2]
+        out.update({
+            "sessions": ld["sessions"], "load_evaluations": len(ev),
+            "load_correct": sum(1 for r in ev if r.get("correct")),
+            "load_stages": {s: sum(1 for r in ev if r.get("stage") == s) for s in {r.get("stage") for r in ev}},
+            "load_wall_s": wall, "window_s": ld["window_s"], "devices": ndev,
+            "evals_per_gpu_min": len(ev) / (wall / 60) / ndev,
+            "evals_per_gpu_min_2nd_half": len(half) / (wall / 120) / ndev,
+            "device_slot_held_pct": 100 * ld["busy_s"] / (ld["window_s"] * ndev),
+            "build_p50_s": pct([r.get("build_s") for r in ev], 50),
+            "build_p95_s": pct([r.get("build_s") for r in ev], 95),
+            "build_compiled_p50_s": pct([r.get("build_s") for r in ev if r.get("lang") != "triton"], 50),
+            "build_compiled_p95_s": pct([r.get("build_s") for r in ev if r.get("lang") != "triton"], 95),
+            "build_triton_p50_s": pct([r.get("build_s") for r in ev if r.get("lang") == "triton"], 50),
+            "build_triton_p95_s": pct([r.get("build_s") for r in ev if r.get("lang") == "triton"], 95),
+            "latency_p50_s": pct([r.get("latency_s") for r in ev], 50),
+            "latency_p95_s": pct([r.get("latency_s") for r in ev], 95),
+            "queue_p50_s": pct([r.get("queue_s") for r in ev], 50),
+            "queue_p95_s": pct([r.get("queue_s") for r in ev], 95),
+            "overhead_load_p50_s": pct([_overhead(r) for r in ev], 50),
+            "overhead_load_p95_s": pct([_overhead(r) for r in ev], 95),
+            "spread_under_load": _spread([r for r in ld["probes"] if r.get("in_flight_at_start")]),
+            "probes_done": len(ld["probes"]),
+        })
+        qs = ld.get("queues") or []
+        if qs:
+            out["waiting_build_mean"] = sum(q["waiting_build"] or 0 for q in qs) / len(qs)
+            out["waiting_device_mean"] = sum(q["waiting_device"] or 0 for q in qs) / len(qs)
+        if gpu_mon is not None:
+            out["gpu_util_pct"] = gpu_mon.mean(ld["t0"], ld["t1"], gpus)
+    return out
+
+
+def _f(x, nd=2):
+    return "n/a" if x is None else f"{x:.{nd}f}"
+
+
+def _pair(a, b, nd=2):
+    return f"{_f(a, nd)} / {_f(b, nd)}"
+
+
+def rows(s: dict) -> list[tuple[str, str]]:
+    sa, su = s.get("spread_alone") or {}, s.get("spread_under_load") or {}
+    return [
+        ("load: sessions, evaluations (correct)",
+         f"{s.get('sessions', 'n/a')}, {s.get('load_evaluations', 'n/a')} ({s.get('load_correct', 'n/a')})"
+         + (f", {s['load_client_errors']} client errors" if s.get("load_client_errors") else "")),
+        ("load wall s", _f(s.get("load_wall_s"), 1)),
+        ("evaluations per GPU-minute", _f(s.get("evals_per_gpu_min"))),
+        ("  second half of the load", _f(s.get("evals_per_gpu_min_2nd_half"))),
+        ("device slot held %", _f(s.get("device_slot_held_pct"), 1)),
+        ("GPU util % (nvidia-smi)", _f(s.get("gpu_util_pct"), 1)),
+        ("build s p50 / p95, load_inline", _pair(s.get("build_compiled_p50_s"), s.get("build_compiled_p95_s"))),
+        ("build s p50 / p95, Triton (import)", _pair(s.get("build_triton_p50_s"), s.get("build_triton_p95_s"))),
+        ("latency s p50 / p95", _pair(s.get("latency_p50_s"), s.get("latency_p95_s"))),
+        ("device queue wait s p50 / p95", _pair(s.get("queue_p50_s"), s.get("queue_p95_s"))),
+        ("mean waiting for build slot / device", _pair(s.get("waiting_build_mean"), s.get("waiting_device_mean"), 1)),
+        ("cold eval latency s (its build s)", f"{_f(s.get('cold_latency_s'))} ({_f(s.get('cold_build_s'))})"),
+        ("warm eval latency s", _f(s.get("warm_latency_s"))),
+        ("overhead/turn s alone p50", _f(s.get("overhead_alone_p50_s"))),
+        ("overhead/turn s under load p50 / p95", _pair(s.get("overhead_load_p50_s"), s.get("overhead_load_p95_s"))),
+        ("timing spread max/min alone (n)", f"{_f(sa.get('max_over_min'), 4)} ({sa.get('n', 0)})"),
+        ("timing spread max/min under load (n)", f"{_f(su.get('max_over_min'), 4)} ({su.get('n', 0)})"),
+    ]
+
+
+def table(summaries: dict[str, dict]) -> str:
+    names = {"env": "env (this project)", "plain": "plain harness"}
+    cols = list(summaries)
+    body = {c: dict(rows(summaries[c])) for c in cols}
+    labels = [label for label, _ in rows({})]
+    w0 = max(len(x) for x in labels)
+    ws = [max(len(names.get(c, c)), *(len(v) for v in body[c].values())) for c in cols]
+    line = lambda cells: "  ".join(x.ljust(w) for x, w in zip(cells, [w0, *ws])).rstrip()  # noqa: E731
+    out = [line(["metric", *(names.get(c, c) for c in cols)]), line(["-" * w0, *("-" * w for w in ws)])]
+    out += [line([label, *(body[c][label] for c in cols)]) for label in labels]
+    return "\n".join(out)

@@ -1,0 +1,36 @@
+"""bench/run_all.py on the CPU device, small: the benchmark's code path (a real server driven by the
+real client, then the plain harness on the same kernels) keeps working. The numbers are not checked
+for speed here (that is what the benchmark prints); only that both harnesses measured something
+real and the side-by-side table shows it."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+TRITON = "level1/1_Small_ReLU=tests/honest/triton_prealloc_buffer.py"
+
+
+def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "bench/run_all.py", "--device", "cpu", "--sessions", "2", "--evals", "3",
+           "--load-s", "40", "--plain-load-s", "40", "--spread-n", "2", "--plain-spread-n", "2",
+           "--cold", TRITON, "--probe", TRITON, "--cache-dir", str(tmp_path / "plain-cache"),
+           "--server-args", f"--cache-dir {cache_dir}", "--progress-s", "5", "--out", str(out)]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert "env (this project)" in p.stdout and "plain harness" in p.stdout
+    d = json.loads(out.read_text())
+    for side in ("env", "plain"):
+        s = d[side]["summary"]
+        assert s["load_evaluations"] >= 1 and s["load_correct"] == s["load_evaluations"], (side, s)
+        assert s["cold_stage"] == "timed" and s["cold_latency_s"] > 0, (side, s)
+        assert s["spread_alone"]["n"] == 2 and s["spread_alone"]["max_over_min"] >= 1.0, (side, s)
+        assert s["evals_per_gpu_min"] > 0 and s["latency_p50_s"] > 0, (side, s)
+    assert 0 < d["env"]["summary"]["device_slot_held_pct"] <= 100
