@@ -149,7 +149,7 @@ class EnvSession:
         measure = [tm[k] for k in MEASURE_KEYS if tm.get(k) is not None]
         return {"task": task_id, "stage": o.stage, "correct": bool(o.correct), "t_new_ms": o.t_new_ms,
                 "speedup": o.speedup, "latency_s": latency, "build_s": tm.get("build_s"),
-                "queue_s": tm.get("queue_s"), "measure_s": sum(measure) if measure else None,
+                "queue_s": tm.get("queue_s"), "build_wait_s": tm.get("build_wait_s"), "measure_s": sum(measure) if measure else None,
                 "judge_s": tm.get("total_s"), "reset_s": reset_s,
                 "error": None if o.correct else (o.feedback or "")[:300]}
 

@@ -395,13 +395,17 @@ def test_correct_submission_is_timed_and_rewarded(server):
         assert r.reward >= 0.3 and not r.done
         h = env.state().history[-1]
         assert h["correct"] and h["reward"] == r.reward and h["speedup"] == pytest.approx(o.speedup)
+        assert h["timed_calls"] >= 3 and h["timing_spread"] >= 0
+        assert h["timings"]["build_wait_s"] >= 0 and h["timings"]["build_s"] > 0
+        judge = server.stats()["judge"]
+        assert judge["build_wait_s_total"] >= 0 and judge["device_wait_s_total"] >= 0
     finally:
         env.close()
 
 
 def _judge_children(srv: Server) -> dict[int, str]:
     return {p: c for p, c in descendants(srv.proc.pid).items()
-            if "kernel_env.candidate" in c or "kernel_env.judge" in c}
+            if ("kernel_env.candidate" in c or "kernel_env.judge" in c) and "kernel_env.judge.prebuild" not in c}
 
 
 def _start_hanging_step(srv: Server, ws) -> None:

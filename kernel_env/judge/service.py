@@ -63,6 +63,7 @@ class Judge:
         self._profile_locks: dict[str, asyncio.Lock] = {}
         self._inflight: set[asyncio.Task] = set()
         self._stats = {"evaluations": 0, "by_stage": {}, "waiting_build": 0, "waiting_device": 0, "running": 0,
+                       "build_wait_s_total": 0.0, "device_wait_s_total": 0.0,
                        "build_s_total": 0.0, "builds": 0, "measure_s_total": 0.0, "measures": 0}
 
     # ---------------------------------------------------------------- public API
@@ -220,8 +221,10 @@ class Judge:
                                    self._env(refdir, gpu, trusted=True), cfg.output_cap_bytes)
 
             # ---- build (CPU slot)
+            t_w = time.monotonic()
             async with self._queued("waiting_build", self._build_sem):
                 t_b = time.monotonic()
+                v.timings["build_wait_s"] = round(t_b - t_w, 3)  # for a CPU build slot
                 triton_dir = cfg.cache_dir / "triton"
                 for d in (ext_dir, triton_dir):
                     d.mkdir(parents=True, exist_ok=True)
@@ -238,6 +241,7 @@ class Judge:
                     clear_build_locks(ext_dir)
                 v.timings["build_s"] = round(time.monotonic() - t_b, 3)
             self._stats["builds"] += 1
+            self._stats["build_wait_s_total"] += v.timings["build_wait_s"]
             self._stats["build_s_total"] += v.timings["build_s"]
             if msg.get("event") != "built":
                 return await self._fail_build(v, cand, msg)
@@ -247,6 +251,7 @@ class Judge:
             async with self._queued("waiting_device", self._device(gpu)):
                 try:
                     v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
+                    self._stats["device_wait_s_total"] += v.timings["queue_s"]
                     t_r = time.monotonic()
                     # init_seed too: the input distributions are checked on the model that "compare" will use
                     prep = await self._ask(ref, {"mode": "prepare", **ref_req, "slot_dir": str(workdir / "slots")})

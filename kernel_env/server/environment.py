@@ -265,4 +265,6 @@ def _history_entry(turn: int, v: Verdict, reward: float, reason: str) -> dict:
             "t_ref_ms": v.t_ref_ms, "t_new_ms": v.t_new_ms, "t_min_ms": v.t_min_ms,
             "roofline_frac": v.roofline_frac, "ref_roofline_frac": v.ref_roofline_frac, "bound": v.bound,
             "suspicious": bool(v.suspicious), "roofline_violation": bool(v.roofline_violation),
-            "trials_passed": v.trials_passed, "timings": dict(v.timings or {})}
+            "trials_passed": v.trials_passed, "timings": dict(v.timings or {}),
+            # the spread of this evaluation's timed calls ((p90 - p10) / median) and how many there were
+            "timing_spread": (v.details or {}).get("timing_spread"), "timed_calls": (v.details or {}).get("timed_calls")}
