@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.workload import unique  # noqa: E402  (a comment in the kernel source: a build of its own)
 
 CHILD = r"""
 import importlib.util, os, sys, time
@@ -40,17 +41,6 @@ m = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(m)
 print("BUILD_S", time.time() - t)
 """
-
-
-def unique(code: str, tag: str) -> str:
-    """A comment inside every kernel source string: a new build, the same kernel."""
-    out, i = code, 0
-    for marker in ('r"""', 'R"""', '"""'):
-        j = out.find(marker)
-        if j >= 0:
-            j += len(marker)
-            return out[:j] + f"\n// {tag}\n" + out[j:]
-    return out
 
 
 def build_once(path: Path, mode: str, pch: str | None, tag: str) -> dict:
