@@ -174,6 +174,30 @@ def test_compare_rejects_zeros_on_tiny_outputs_and_checks_the_nonfinite_pattern(
     assert compare_outputs([h.float()], [h.float() + 5e-3], TOL)["what"] == "values"  # fp32: 1e-4
 
 
+def test_compare_in_chunks_gives_the_verdict_of_one_piece(monkeypatch):
+    # outputs are compared in chunks (bounded temporaries on 6.4 GB tensors): counts, the largest
+    # error, the scale that caps atol and the worst element must not depend on the chunk size
+    from kernel_env.judge import compare
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(37, 29, generator=g) * 1e-3
+    got = ref + torch.randn(37, 29, generator=g) * 1e-4 * (torch.rand(37, 29, generator=g) < 0.2)
+    got[36, 28] += 1.0                                     # the worst element sits in the last chunk
+    nan_ref, nan_got = ref.clone(), ref.clone()
+    nan_ref[0, 0] = nan_got[0, 0] = float("nan")
+    nan_got[20, 3] = float("inf")
+    cases = [([ref], [got], None), ([ref], [got], [50.0]), ([ref], [torch.zeros_like(ref)], None),
+             ([nan_ref], [nan_got], None), ([ref.half()], [got.half()], None), ([ref], [ref.clone()], None)]
+    orig = compare._compare_values
+    verdicts = []
+    for chunk in (1, 5, 64, 1 << 24):
+        monkeypatch.setattr(compare, "_compare_values", lambda *a, chunk=chunk, **k: orig(*a, chunk=chunk, **k))
+        verdicts.append([compare.compare_outputs(r, o, TOL, s) for r, o, s in cases])
+    assert all(v == verdicts[-1] for v in verdicts), verdicts
+    whole = verdicts[-1]
+    assert whole[0]["index"] == [36, 28] and whole[0]["max_abs_err"] == pytest.approx(1.0, rel=1e-3)
+    assert whole[3]["what"] == "nonfinite" and whole[5] is None
+
+
 def _cli(*args, **kw):
     return subprocess.run([sys.executable, "-m", "kernel_env.cli", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=120, **kw)
