@@ -2,7 +2,7 @@
 
     python -m kernel_env.server.app --host 127.0.0.1 --port P --device D [--kernelbench-dir KB] ...
 
-EnvHarness starts it, waits for /health, hands out sessions (one KernelEnv WebSocket each) and reads
+EnvHarness starts it (baseline_eval.LocalEnvServer: a free port, a random token), waits for /health, hands out sessions (one KernelEnv WebSocket each) and reads
 /stats. A session's evaluate() is one step(): reset(task, split) first when the task changes or the
 episode is over; the per-evaluation timings (build, device queue, measurement) come from the last
 entry of state().history, fetched after the step (outside the step's latency).
@@ -10,27 +10,17 @@ entry of state().history, fetched after the step (outside the step's latency).
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from baseline_eval import LocalEnvServer
 from kernel_env import KernelAction, KernelEnv
 from kernel_env.tasks import split_of
 
-from .workload import ROOT
 
 MEASURE_KEYS = ("prepare_s", "run_s", "reference_s")  # device-slot work of one evaluation (service.py)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class EnvHarness:
@@ -41,41 +31,26 @@ class EnvHarness:
         self.device, self.kernelbench_dir, self.gpus = device, kernelbench_dir, gpus
         self.work = Path(work_dir) / "env"
         self.max_turns, self.server_args, self.timeout_s = max_turns, server_args, timeout_s
-        self.url = ""
-        self.proc: subprocess.Popen | None = None
+        self.log_path = self.work / "server.log"
+        self.server: LocalEnvServer | None = None
+        self.url = self.token = ""
         self.startup_s = None
 
     def start(self) -> None:
-        self.work.mkdir(parents=True, exist_ok=True)
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "kernel_env.server.app", "--host", "127.0.0.1", "--port", str(port),
-               "--device", self.device, "--max-turns", str(self.max_turns), "--stats-interval-s", "30"]
-        if self.kernelbench_dir:
-            cmd += ["--kernelbench-dir", self.kernelbench_dir]
+        args = ["--max-turns", str(self.max_turns), "--stats-interval-s", "30"]
         if self.gpus:
-            cmd += ["--gpus", self.gpus]
-        cmd += shlex.split(self.server_args)
-        self.log_path = self.work / "server.log"
+            args += ["--gpus", self.gpus]
+        args += shlex.split(self.server_args)
         t = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT,
-                                     env=dict(os.environ))
-        while time.monotonic() - t < 180:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited ({self.proc.returncode}); see {self.log_path}")
-            try:
-                urllib.request.urlopen(self.url + "/health", timeout=1)
-                self.startup_s = round(time.monotonic() - t, 2)
-                return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError(f"server not healthy after 180 s; see {self.log_path}")
+        self.server = LocalEnvServer(self.device, args, self.log_path, self.kernelbench_dir, ready_timeout_s=180).start()
+        self.startup_s = round(time.monotonic() - t, 2)
+        self.url, self.token = self.server.url, self.server.token
+
+    def client(self) -> KernelEnv:
+        return KernelEnv(base_url=self.url, token=self.token, message_timeout_s=self.timeout_s).sync()
 
     def stats(self) -> dict:
-        req = urllib.request.Request(self.url + "/stats")
-        token = os.environ.get("KERNEL_ENV_TOKEN")
-        if token:
-            req.add_header("Authorization", f"Bearer {token}")
+        req = urllib.request.Request(self.url + "/stats", headers={"Authorization": f"Bearer {self.token}"})
         return json.loads(urllib.request.urlopen(req, timeout=10).read())
 
     def device_busy(self) -> tuple[float, int]:
@@ -87,7 +62,7 @@ class EnvHarness:
     def prepare(self, task_ids) -> dict:
         """One reset per task before the phases: the judge profiles each task (t_ref, FLOPs, bytes) on first
         use, on the device, and keeps it on disk; a long-running server has them all."""
-        env = KernelEnv(base_url=self.url, message_timeout_s=self.timeout_s).sync()
+        env = self.client()
         out = {}
         try:
             for t in task_ids:
@@ -111,20 +86,14 @@ class EnvHarness:
         self.close()
 
     def close(self) -> None:
-        p = self.proc
-        if p is not None and p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
+        if self.server is not None:
+            self.server.stop(30)
 
 
 class EnvSession:
     def __init__(self, h: EnvHarness):
         self.h = h
-        self.env = KernelEnv(base_url=h.url, message_timeout_s=h.timeout_s).sync()
+        self.env = h.client()
         self.task = None
         self.turns = 0
         self.max_turns = h.max_turns

@@ -24,17 +24,16 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from baseline_eval import LocalEnvServer  # noqa: E402
 from kernel_env import KernelAction, KernelEnv  # noqa: E402
 from kernel_env.judge.config import default_cache_dir  # noqa: E402
 from kernel_env.judge.service import build_key  # noqa: E402
@@ -138,38 +137,18 @@ def prebuild_extensions(paths: list[Path], cache_dir: Path, device: str) -> dict
     return {"extensions": sorted(procs), "failed": failed, "wall_s": round(time.time() - t0, 1)}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(args, tasks_dir: Path, cache_dir: Path, log_path: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "kernel_env.server.app", "--host", "127.0.0.1", "--port", str(port),
-           "--device", args.device, "--kernelbench-dir", str(tasks_dir), "--cache-dir", str(cache_dir),
-           "--max-turns", "1", "--run-timeout-s", str(args.run_timeout_s), "--timing-budget-s", str(args.timing_budget_s)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    server = subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with status {server.returncode}: see {log_path}")
-        try:
-            urllib.request.urlopen(url + "/health", timeout=1)
-            return server, url
-        except OSError:
-            time.sleep(0.5)
-    server.kill()
-    raise SystemExit("the server did not answer /health in 300 s")
+def start_server(args, tasks_dir: Path, cache_dir: Path, log_path: Path) -> LocalEnvServer:
+    return LocalEnvServer(args.device, ["--cache-dir", str(cache_dir), "--max-turns", "1", "--run-timeout-s",
+                                        str(args.run_timeout_s), "--timing-budget-s", str(args.timing_budget_s)],
+                          log_path, str(tasks_dir), ready_timeout_s=300).start()
 
 
 # ---------------------------------------------------------------- running
-def judge_once(url: str, task: str, path: Path, timeout: float) -> dict:
+def judge_once(server: LocalEnvServer, task: str, path: Path, timeout: float) -> dict:
     """One session: reset on the task, one step with the file's code."""
     t0 = time.time()
     try:
-        env = KernelEnv(base_url=url, message_timeout_s=timeout).sync()
+        env = KernelEnv(base_url=server.url, token=server.token, message_timeout_s=timeout).sync()
         try:
             env.reset(task_id=task, split=split_of(task))
             r = env.step(KernelAction(code=path.read_text()))
@@ -243,17 +222,17 @@ def main() -> int:
     print(f"prebuilt {len(build['extensions'])} extension(s) in {build['wall_s']} s; failed: {list(build['failed'])}",
           flush=True)
     mem_before = device_memory_used(args.device)
-    server, url = start_server(args, tasks_dir, cache_dir, out / "server.log")
+    server = start_server(args, tasks_dir, cache_dir, out / "server.log")
     results, rows, bad = {}, [], []
     try:
         # a first honest run: the task's reference profile is made here, not inside a fault case
-        warm = judge_once(url, honest_task, honest_path, args.timeout)
+        warm = judge_once(server, honest_task, honest_path, args.timeout)
         rows.append({"case": f"honest ({honest_path.name}, first)", "task": honest_task, "expected": "timed/none",
                      **warm, "ok": honest_ok(warm), "honest_after": None})
         for c in cases:
-            res = judge_once(url, c["task"], c["path"], args.timeout)
+            res = judge_once(server, c["task"], c["path"], args.timeout)
             results[c["name"]] = res
-            after = judge_once(url, honest_task, honest_path, args.timeout) if c["fault"] else None
+            after = judge_once(server, honest_task, honest_path, args.timeout) if c["fault"] else None
             rows.append({"case": c["name"], "task": c["task"], "expected": c["expected"], **res, "ok": None,
                          "honest_after": None if after is None else honest_ok(after),
                          "honest_after_verdict": after and {k: after[k] for k in ("stage", "error_kind", "feedback")}})
@@ -269,7 +248,7 @@ def main() -> int:
                                                                  for i in range(min(4, args.concurrent))]
         t0 = time.time()
         with ThreadPoolExecutor(max(1, len(jobs))) as pool:
-            futs = [pool.submit(judge_once, url, c["task"] if c else honest_task, c["path"] if c else honest_path,
+            futs = [pool.submit(judge_once, server, c["task"] if c else honest_task, c["path"] if c else honest_path,
                                 args.timeout) for _, c in jobs]
             for (label, c), f in zip(jobs, futs):
                 res = f.result()
@@ -286,11 +265,7 @@ def main() -> int:
             leftovers = candidate_processes()
         mem_after = device_memory_used(args.device)
     finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        server.stop(30)
         shutil.rmtree(tasks_dir, ignore_errors=True)
 
     bad = [r["case"] for r in rows if not r["ok"] or r["honest_after"] is False]

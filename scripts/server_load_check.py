@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -25,27 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from baseline_eval import LocalEnvServer  # noqa: E402
+from bench.workload import unique  # noqa: E402  (a comment in the kernel source: a build of its own)
 from kernel_env import KernelAction, KernelEnv  # noqa: E402
+from kernel_env.tasks import split_of  # noqa: E402
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def unique(code: str, tag: str) -> str:
-    """Make the kernel source differ (a C/C++ or Python comment) so that it is built anew."""
-    for marker in ('R"""', 'r"""', '"""'):
-        i = code.find(marker)
-        if i >= 0 and "load_inline" in code:
-            j = i + len(marker)
-            return code[:j] + f"\n// {tag}\n" + code[j:]
-    return code + f"\n# {tag}\n"
-
-
-def episode(url: str, task: str, code: str, turns: int, timeout: float, tag: str) -> list:
-    env = KernelEnv(base_url=url, message_timeout_s=timeout).sync()
+def episode(server: LocalEnvServer, task: str, code: str, turns: int, timeout: float, tag: str) -> list:
+    env = KernelEnv(base_url=server.url, token=server.token, message_timeout_s=timeout).sync()
     out = []
     try:
         obs = env.reset(task_id=task, split=split_of(task)).observation
@@ -63,11 +47,6 @@ def episode(url: str, task: str, code: str, turns: int, timeout: float, tag: str
     return out
 
 
-def split_of(task: str) -> str:
-    from kernel_env.tasks import split_of as s
-    return s(task)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
@@ -82,25 +61,13 @@ def main():
     ap.add_argument("--server-log", default="server.log")
     args = ap.parse_args()
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "kernel_env.server.app", "--host", "127.0.0.1", "--port", str(port),
-           "--device", args.device, "--max-turns", str(max(args.turns, args.probe_turns)), "--stats-interval-s", "15"]
-    if args.kernelbench_dir:
-        cmd += ["--kernelbench-dir", args.kernelbench_dir]
-    log = open(args.server_log, "w")
-    server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    server = LocalEnvServer(args.device, ["--max-turns", str(max(args.turns, args.probe_turns)),
+                                          "--stats-interval-s", "15"], args.server_log, args.kernelbench_dir).start()
     try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(url + "/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.5)
         probe_task, probe_file = args.probe.split("=", 1)
         probe_code = Path(probe_file).read_text()
         t0 = time.time()
-        alone = episode(url, probe_task, probe_code, args.probe_turns, args.timeout, "")
+        alone = episode(server, probe_task, probe_code, args.probe_turns, args.timeout, "")
         print(f"alone: {[round(r['speedup'] or 0, 4) for r in alone]} ({time.time() - t0:.1f} s)", flush=True)
 
         loads = [(p.split("=", 1)[0], Path(p.split("=", 1)[1]).read_text()) for p in args.load]
@@ -109,7 +76,7 @@ def main():
 
         def load_session(i):
             task, code = loads[i % len(loads)]
-            res = episode(url, task, code, args.turns, args.timeout, f"session{i}-{time.time_ns()}")
+            res = episode(server, task, code, args.turns, args.timeout, f"session{i}-{time.time_ns()}")
             with lock:
                 done.extend(res)
             return res
@@ -118,11 +85,12 @@ def main():
         with ThreadPoolExecutor(args.sessions + 1) as pool:
             futs = [pool.submit(load_session, i) for i in range(args.sessions)]
             time.sleep(5)  # let the load sessions start building before the probe asks for the GPU
-            under = episode(url, probe_task, probe_code, args.probe_turns, args.timeout, "")
+            under = episode(server, probe_task, probe_code, args.probe_turns, args.timeout, "")
             for f in futs:
                 f.result()
         wall = time.time() - t1
-        stats = json.loads(urllib.request.urlopen(url + "/stats", timeout=5).read())
+        req = urllib.request.Request(server.url + "/stats", headers={"Authorization": f"Bearer {server.token}"})
+        stats = json.loads(urllib.request.urlopen(req, timeout=5).read())
         a = [r["speedup"] for r in alone if r["speedup"]]
         u = [r["speedup"] for r in under if r["speedup"]]
         ok = sum(1 for r in done if r["correct"])
@@ -142,11 +110,7 @@ def main():
         if args.out:
             Path(args.out).write_text(json.dumps({"summary": summary, "alone": alone, "under": under, "load": done}, indent=1))
     finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        server.stop(30)
 
 
 if __name__ == "__main__":

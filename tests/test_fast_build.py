@@ -76,8 +76,7 @@ def test_cpp_extension_through_the_precompiled_header(pch, tmp_path):
     assert 'm.def("scale_add", torch::wrap_pybind_function(scale_add), "x*a+b");' in main  # ... with load_inline's binding
     # gcc takes the precompiled header with the very flags torch compiled main.o with: `-H` marks a
     # used one with "!" (an unusable one with "x")
-    ninja = dict(l.split(" = ", 1) for l in (build_dir / "build.ninja").read_text().splitlines() if " = " in l
-                 and not l.startswith(" "))
+    ninja = prebuild.ninja_vars((build_dir / "build.ninja").read_text())
     p = subprocess.run([ninja.get("cxx", "c++"), *shlex.split(ninja["cflags"]), "-H", "-fsyntax-only", "main.cpp"],
                        cwd=build_dir, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-1000:]

@@ -42,14 +42,19 @@ def torch_cflags(with_cuda: bool) -> tuple[str, list[str]]:
             extra_cuda_cflags=[], extra_sycl_cflags=[], extra_ldflags=[], extra_include_paths=[],
             with_cuda=with_cuda, with_sycl=False, is_standalone=False)
         text = Path(d, "build.ninja").read_text()
-    vals = dict(line.split(" = ", 1) for line in text.splitlines() if " = " in line and not line.startswith(" "))
+    vals = ninja_vars(text)
     flags = [f for f in shlex.split(vals["cflags"]) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
     return vals.get("cxx", "c++"), flags
 
 
-def pch_dir(cache_dir: Path, with_cuda: bool, variants=tuple(VARIANTS)) -> Path:
+def ninja_vars(text: str) -> dict:
+    """The top-level `name = value` lines of a build.ninja (cxx, cflags, ...)."""
+    return dict(line.split(" = ", 1) for line in text.splitlines() if " = " in line and not line.startswith(" "))
+
+
+def pch_dir(cache_dir: Path, cxx: str, flags: list[str], variants=tuple(VARIANTS)) -> Path:
+    """The folder of the headers made by this compiler with these flags for this torch."""
     import torch
-    cxx, flags = torch_cflags(with_cuda)
     try:
         version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
@@ -64,7 +69,7 @@ def build(cache_dir: Path, with_cuda: bool, variants=tuple(VARIANTS)) -> Path | 
     slower, nothing else."""
     try:
         cxx, flags = torch_cflags(with_cuda)
-        d = pch_dir(cache_dir, with_cuda, variants)
+        d = pch_dir(cache_dir, cxx, flags, variants)
         d.mkdir(parents=True, exist_ok=True)
         with open(_build_lock(cache_dir, with_cuda), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another judge may be building it: wait for that one
