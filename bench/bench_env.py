@@ -119,7 +119,8 @@ class EnvSession:
         return {"task": task_id, "stage": o.stage, "correct": bool(o.correct), "t_new_ms": o.t_new_ms,
                 "speedup": o.speedup, "latency_s": latency, "build_s": tm.get("build_s"),
                 "queue_s": tm.get("queue_s"), "build_wait_s": tm.get("build_wait_s"), "measure_s": sum(measure) if measure else None,
-                "judge_s": tm.get("total_s"), "reset_s": reset_s,
+                "judge_s": tm.get("total_s"), "reset_s": reset_s, "timings": tm,
+                "run_phases": hist[-1].get("run_phases") if hist else None,
                 "error": None if o.correct else (o.feedback or "")[:300]}
 
     def close(self) -> None:

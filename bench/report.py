@@ -88,7 +88,14 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
             "overhead_load_p95_s": pct([_overhead(r) for r in ev], 95),
             "spread_under_load": _spread([r for r in ld["probes"] if r.get("in_flight_at_start")]),
             "probes_done": len(ld["probes"]),
+            "measure_p50_s": pct([r.get("measure_s") for r in ev], 50),
         })
+        # where a device slot goes (env only: the judge's timings and the run process's phases)
+        tm = [r.get("timings") or {} for r in ev if r.get("correct")]
+        ph = [r.get("run_phases") or {} for r in ev if r.get("correct")]
+        if any(tm):
+            out["slot_p50_s"] = {k: pct([t.get(k) for t in tm], 50) for k in ("prepare_s", "run_s", "reference_s")}
+            out["slot_p50_s"].update({k: pct([p.get(k) for p in ph], 50) for k in ("import_s", "trials_s", "timing_s")})
         qs = ld.get("queues") or []
         if qs:
             out["waiting_build_mean"] = sum(q["waiting_build"] or 0 for q in qs) / len(qs)
@@ -123,6 +130,11 @@ def rows(s: dict) -> list[tuple[str, str]]:
         ("device queue wait s p50 / p95", _pair(s.get("queue_p50_s"), s.get("queue_p95_s"))),
         ("build slot wait s p50 / p95", _pair(s.get("build_wait_p50_s"), s.get("build_wait_p95_s"))),
         ("mean waiting for build slot / device", _pair(s.get("waiting_build_mean"), s.get("waiting_device_mean"), 1)),
+        ("measurement (device slot) s p50", _f(s.get("measure_p50_s"))),
+        ("  prepare / run / reference s p50", " / ".join(_f((s.get("slot_p50_s") or {}).get(k))
+                                                          for k in ("prepare_s", "run_s", "reference_s"))),
+        ("  run: import / trials / timing s p50", " / ".join(_f((s.get("slot_p50_s") or {}).get(k))
+                                                             for k in ("import_s", "trials_s", "timing_s"))),
         ("cold eval latency s (its build s)", f"{_f(s.get('cold_latency_s'))} ({_f(s.get('cold_build_s'))})"),
         ("warm eval latency s", _f(s.get("warm_latency_s"))),
         ("overhead/turn s alone p50", _f(s.get("overhead_alone_p50_s"))),

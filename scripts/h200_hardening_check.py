@@ -1,7 +1,9 @@
 """Issue 5's hardening check through a real env server: faults and reward hacks, each in a session of
 its own, and after every fault the honest kernel in a fresh session (the device keeps giving correct
 verdicts); then one round of 4 faults and 4 honest sessions at once; then no candidate process left
-and the GPU memory back where it was.
+and the GPU memory back where it was. First, what the judge's two candidate processes can reach, as
+the judge wraps them: the build process must not reach the GPU (cuInit through the driver, with
+CUDA_VISIBLE_DEVICES set: only its hidden device files stand in the way), the run process must.
 
     PYTHONPATH=$PWD python3 scripts/h200_hardening_check.py --device cuda --kernelbench-dir KB --out DIR
     python scripts/h200_hardening_check.py --device cpu --out DIR    # the CPU small tasks: keeps it from rotting
@@ -49,8 +51,7 @@ CPU_FILES = ["tests/submissions/relu_segfault.py", "tests/submissions/relu_hang.
              "tests/hacks/cpp_forge_protocol.py", "tests/hacks/tensor_method_relu.py"]
 # wrong, or timed no faster than its honest twin (tests/test_hacks.py GPU_NO_GAIN)
 NO_GAIN = {"gpu_side_stream_no_wait.py": "gpu_side_stream_wait.py"}
-# it holds the GPU's memory from its build on, outside the device slot: run alone, not in the concurrent round
-NOT_CONCURRENT = {"oom_at_import.py"}
+NOT_CONCURRENT: set = set()  # cases kept out of the round at once (none since candidate code runs only in its slot)
 MEM_SLACK = 1 << 30
 
 
@@ -179,6 +180,47 @@ def matches(case: dict, res: dict, results: dict) -> bool:
     return honest_ok(res) if case["stage"] == "timed" else not res["correct"] and not res["reward"]
 
 
+# what a candidate process sees: the driver (not torch, whose CUDA_VISIBLE_DEVICES a native kernel could
+# ignore), its capabilities and its network
+_VIEW = r"""
+import ctypes, json, socket
+try:
+    cuda = ctypes.CDLL("libcuda.so.1")
+    rc = cuda.cuInit(0)
+    n = ctypes.c_int(0)
+    count = n.value if rc == 0 and cuda.cuDeviceGetCount(ctypes.byref(n)) == 0 else 0
+except OSError as e:
+    rc, count = f"no driver ({e})", 0
+caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0]
+print(json.dumps({"cuInit": rc, "devices": count, "cap_eff": caps, "net": [n for _, n in socket.if_nameindex()]}))
+"""
+
+
+def sandbox_view(device: str) -> list[dict]:
+    """The build and the run process of the judge, wrapped as the judge wraps them, report what they reach."""
+    from kernel_env.judge.sandbox import child_env, gpu_device_nodes, isolation, wrap
+    mode = isolation("auto")
+    rows = []
+    for proc, hide in (("build", gpu_device_nodes()), ("run", [])):
+        d = Path(tempfile.mkdtemp(prefix="view-"))
+        (d / "w").mkdir()
+        env = child_env(d / "w", {"CUDA_VISIBLE_DEVICES": "0" if device == "cuda" else ""})
+        r = subprocess.run(wrap(mode, [sys.executable, "-c", _VIEW], d / "w", [], hide=hide), env=env,
+                           capture_output=True, text=True, timeout=120)
+        shutil.rmtree(d, ignore_errors=True)
+        try:
+            seen = json.loads(r.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            seen = {"error": (r.stdout + r.stderr)[-300:]}
+        reaches = seen.get("cuInit") == 0 and seen.get("devices", 0) > 0
+        ok = (not reaches) if proc == "build" else (reaches or device != "cuda")
+        rows.append({"case": f"sandbox ({mode}): {proc} process", "task": "-",
+                     "expected": "no GPU" if proc == "build" else "the GPU", "stage": "GPU" if reaches else "no GPU",
+                     "error_kind": None, "reward": None, "ok": ok, "honest_after": None,
+                     "feedback": json.dumps(seen), "hidden_files": len(hide)})
+    return rows
+
+
 def candidate_processes() -> list[str]:
     out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
     return [line.strip()[:160] for line in out.splitlines() if "kernel_env.candidate.runner" in line]
@@ -223,7 +265,9 @@ def main() -> int:
           flush=True)
     mem_before = device_memory_used(args.device)
     server = start_server(args, tasks_dir, cache_dir, out / "server.log")
-    results, rows, bad = {}, [], []
+    results, rows, bad = {}, sandbox_view(args.device), []
+    for r in rows:
+        print(f"{r['case']}: {r['stage']} {r['feedback']}", flush=True)
     try:
         # a first honest run: the task's reference profile is made here, not inside a fault case
         warm = judge_once(server, honest_task, honest_path, args.timeout)
@@ -238,7 +282,7 @@ def main() -> int:
                          "honest_after_verdict": after and {k: after[k] for k in ("stage", "error_kind", "feedback")}})
             print(f"{c['name']:34s} {res['stage']}/{res['error_kind']} reward={res['reward']} ({res['wall_s']} s)"
                   + ("" if after is None else f"; honest after: {after['stage']} ({after['wall_s']} s)"), flush=True)
-        for row, c in zip(rows[1:], cases):  # after all of them: the no-gain case compares with its twin
+        for row, c in zip([r for r in rows if r["case"] in results], cases):  # after all of them: the no-gain case compares with its twin
             row["ok"] = matches(c, results[c["name"]], results)
 
         # one round at once: 4 faults and 4 honest sessions

@@ -218,3 +218,36 @@ _faults.connect_to({port})
     # its own network namespace: nothing listens on its loopback, and nothing else is reachable
     assert "connect failed" in v.feedback and ("unreachable" in v.feedback or "refused" in v.feedback), v.feedback
     _clean(judge)
+
+
+_VIEW = """
+import sys
+caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0]
+try:
+    seen = open(sys.argv[1]).read()
+except OSError as e:
+    seen = type(e).__name__
+print(caps, repr(seen))
+"""
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unshare"])
+@pytest.mark.parametrize("hidden", [True, False])
+def test_candidate_has_no_capabilities_and_hidden_files_stay_hidden(mode, hidden, tmp_path):
+    """How the judge keeps the GPU from the build process (its device files hidden), on a plain file."""
+    import subprocess
+    import sys
+    from kernel_env.judge.sandbox import child_env, isolation, wrap
+    try:
+        isolation(mode)
+    except RuntimeError:
+        pytest.skip(f"{mode} does not work on this machine")
+    secret = tmp_path / "device"
+    secret.write_text("visible")
+    work = tmp_path / "evals" / "w"
+    work.mkdir(parents=True)
+    r = subprocess.run(wrap(mode, [sys.executable, "-c", _VIEW, str(secret)], work, [], hide=[secret] if hidden else []),
+                       env=child_env(work, {}), capture_output=True, text=True, timeout=60)
+    caps, seen = r.stdout.split(maxsplit=1)
+    assert int(caps, 16) == 0, r.stdout  # root outside, nothing inside: no remount, no mknod, no umount
+    assert seen.strip() in (("''", "'PermissionError'") if hidden else ("'visible'",)), r.stdout

@@ -1,21 +1,28 @@
-"""UNTRUSTED side: the entry point of the candidate process.
+"""UNTRUSTED side: the entry points of the candidate's two processes.
 
-    python -m kernel_env.candidate.runner WORKDIR PROTOCOL_FD
+    python -m kernel_env.candidate.runner build WORKDIR PROTOCOL_FD
+    python -m kernel_env.candidate.runner run WORKDIR PROTOCOL_FD
 
-Runs inside a process of its own that the judge starts (judge/sandbox.py). Everything this process
-reports is a claim: the judge compares the outputs it wrote with reference outputs made elsewhere and
-cross-checks its timings. Phases, each announced on the protocol pipe as one JSON line:
+Each runs inside a process of its own that the judge starts (judge/sandbox.py). Everything these
+processes report is a claim: the judge compares the outputs written with reference outputs made
+elsewhere and cross-checks the timings.
 
-  1. build   import the submission (load_inline compiles here) and find ModelNew -> {"event": "built"}
-             then wait for "go" on stdin: the judge sends it once a device slot is free.
-  2. run     "go" brings output slots made by the judge (CUDA IPC handles, or mapped files on the
-             CPU), each trial's with the input distribution the reference worker chose for it.
-             Construct ModelNew, run it on the inputs of every trial seed (clones) under the watch
-             (watch.py: no PyTorch compute in forward, outputs made by the submission's kernels),
-             copy the outputs into the slots -> {"event": "outputs", ...}; time it, every call on
-             fresh inputs (harness.perturb_inputs), a few random calls watched too ->
-             {"event": "timed", ...}; the slots of each timing set hold the output of one random
-             timed call, named by its salt, for a recheck -> {"event": "done"}.
+  build   (no GPU: its device files are hidden) import the submission, so that load_inline compiles
+          into the build cache, and find ModelNew -> {"event": "built"}; a compile error ends the
+          evaluation here. Any other failure at import is left for the run process to report (a
+          submission may look at the GPU when imported).
+  run     started before the device slot is free: torch imported and the CUDA context made by this
+          trusted code -> {"event": "ready"}; then it waits for "go", which the judge sends once the
+          device slot is its own. Only then is candidate code loaded (from the build cache), so it
+          never runs while another submission is measured. "go" brings output slots made by the
+          judge (CUDA IPC handles, or mapped files on the CPU), each trial's with the input
+          distribution the reference worker chose for it. Construct ModelNew, run it on the inputs
+          of every trial seed (clones) under the watch (watch.py: no PyTorch compute in forward,
+          outputs made by the submission's kernels), copy the outputs into the slots ->
+          {"event": "outputs", ...}; time it, every call on fresh inputs (harness.perturb_inputs), a
+          few random calls watched too -> {"event": "timed", ...}; the slots of each timing set hold
+          the output of one random timed call, named by its salt, for a recheck -> {"event": "done"}
+          with the seconds each phase took.
 """
 from __future__ import annotations
 
@@ -57,8 +64,41 @@ def _short_exc(e: BaseException, limit: int = 6000) -> str:
     return text[-limit:]
 
 
+def build(workdir: Path, fd: int) -> int:
+    """Compile (import) the submission without a GPU; only a compile error is a verdict here."""
+    import torch  # noqa: F401  (the submission's imports would load it anyway; errors here are ours)
+    fast_build.install()
+    compile_failed = []
+    from torch.utils import cpp_extension as ce
+    for attr in ("load_inline", "load"):  # an exception that leaves load_inline is a compile error
+        def loader(*args, _orig=getattr(ce, attr), **kwargs):
+            try:
+                return _orig(*args, **kwargs)
+            except BaseException:
+                compile_failed.append(True)
+                raise
+        setattr(ce, attr, loader)
+    t0 = time.monotonic()
+    try:
+        sub = harness.load_module(workdir / "submission.py", "submission")
+    except BaseException as e:
+        if compile_failed:
+            harness.emit(fd, {"event": "error", "phase": "build", "kind": "build_error", "message": _short_exc(e)})
+        else:  # the run process imports it again, with the GPU, and reports what happens then
+            harness.emit(fd, {"event": "built", "import_failed": True, "build_s": time.monotonic() - t0})
+        return 0
+    if not isinstance(getattr(sub, "ModelNew", None), type):
+        harness.emit(fd, {"event": "error", "phase": "build", "kind": "no_model_new",
+                          "message": "the module imported, but it defines no class ModelNew"})
+        return 3
+    harness.emit(fd, {"event": "built", "build_s": time.monotonic() - t0})
+    return 0
+
+
 def main() -> int:
-    workdir, fd = Path(sys.argv[1]), int(sys.argv[2])
+    mode, workdir, fd = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+    if mode == "build":
+        return build(workdir, fd)
     plan = json.loads((workdir / "plan.json").read_text())
     # The plan holds this evaluation's seeds: gone from disk before the submission can look for it.
     try:
@@ -71,27 +111,12 @@ def main() -> int:
     device = harness.device_of(plan["device"])
     if device.type == "cpu":
         torch.set_num_threads(plan.get("cpu_threads", 1))
+    else:  # the CUDA context is made before the device slot, by trusted code
+        torch.cuda.init()
+        torch.empty(1, device=device)
     task = harness.load_module(plan["task_path"], "reference_problem")
     sys.modules.pop("reference_problem", None)  # the submission has no business with the reference
-    fast_build.install()  # load_inline, built faster (same module); the watch below wraps it
-    watch.install_extension_hooks()  # before the import: the modules load_inline builds report calls
-
-    t0 = time.monotonic()
-    try:
-        sub = harness.load_module(workdir / "submission.py", "submission")
-    except SystemExit as e:
-        harness.emit(fd, {"event": "error", "phase": "build", "kind": "build_error",
-                          "message": f"the submission called exit({e.code}) while being imported"})
-        return 3
-    except BaseException as e:  # compile errors surface here, from load_inline
-        harness.emit(fd, {"event": "error", "phase": "build", "kind": "build_error", "message": _short_exc(e)})
-        return 3
-    model_cls = getattr(sub, "ModelNew", None)
-    if not isinstance(model_cls, type):
-        harness.emit(fd, {"event": "error", "phase": "build", "kind": "no_model_new",
-                          "message": "the module imported, but it defines no class ModelNew"})
-        return 3
-    harness.emit(fd, {"event": "built", "build_s": time.monotonic() - t0})
+    harness.emit(fd, {"event": "ready"})
 
     try:
         go = json.loads(sys.stdin.readline() or "{}")
@@ -103,6 +128,27 @@ def main() -> int:
 
     def emit(msg: dict) -> None:  # a judge that sends a token can tell our lines from forged ones
         _SAVED["emit"](fd, {**msg, "token": token} if token else msg)
+
+    # candidate code from here on: the device slot is ours
+    phases = {}
+    t0 = time.monotonic()
+    fast_build.install()  # load_inline, built faster (same module); the watch below wraps it
+    watch.install_extension_hooks()  # before the import: the modules load_inline builds report calls
+    try:
+        sub = harness.load_module(workdir / "submission.py", "submission")
+    except SystemExit as e:
+        emit({"event": "error", "phase": "build", "kind": "build_error",
+              "message": f"the submission called exit({e.code}) while being imported"})
+        return 3
+    except BaseException as e:  # compile errors surface here, from load_inline
+        emit({"event": "error", "phase": "build", "kind": "build_error", "message": _short_exc(e)})
+        return 3
+    model_cls = getattr(sub, "ModelNew", None)
+    if not isinstance(model_cls, type):
+        emit({"event": "error", "phase": "build", "kind": "no_model_new",
+              "message": "the module imported, but it defines no class ModelNew"})
+        return 3
+    phases["import_s"] = time.monotonic() - t0
 
     phase = "construct"
     rng = random.SystemRandom()
@@ -124,7 +170,11 @@ def main() -> int:
         n_trials = len(seeds)
         # each trial's input distribution comes with its slots (the reference worker chose it)
         dists = [(go["slots"][i][0].get("dist") if go["slots"][i] else None) or "normal" for i in range(n_trials)]
+        t1 = time.monotonic()
+        phases["slots_s"] = t1 - t0 - phases["import_s"]
         model = harness.make_model(model_cls, task, init_seed, device)
+        t2 = time.monotonic()
+        phases["construct_s"] = t2 - t1
         phase = "forward"
         kept = []  # inputs of the first trials: the timing loop times perturbed copies of them
         headers = []
@@ -137,6 +187,8 @@ def main() -> int:
                 kept.append((seed, args))
             del out
         emit({"event": "outputs", "trials": headers})
+        t3 = time.monotonic()
+        phases["trials_s"] = t3 - t2
 
         phase = "timing"
         flusher = harness.L2Flusher(device, plan["l2_flush_bytes"])
@@ -183,8 +235,11 @@ def main() -> int:
             raise Rejected(f"the submission replaced the evaluator's timing or output functions ({bad})")
         emit({"event": "timed", "times_ms": res["times_ms"], "calls": state["n"]})
         harness.synchronize(device)
+        phases["timing_s"] = time.monotonic() - t3
+        phases["audits"] = state["audits"]
         # the slots hold the last timed output of each input set, checked like the trials
-        emit({"event": "done", "rechecks": [recheck_headers.get(j, []) for j in range(len(kept))]})
+        emit({"event": "done", "rechecks": [recheck_headers.get(j, []) for j in range(len(kept))],
+              "phases": {k: round(v, 3) for k, v in phases.items()}})
     except Rejected as e:
         emit({"event": "error", "phase": phase, "kind": "rejected", "message": f"Rejected: {e}"})
         return 4

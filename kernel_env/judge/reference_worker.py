@@ -4,6 +4,7 @@
 
 Reads one JSON request per line on stdin and answers one JSON line per result on the protocol pipe:
 
+  {"mode": "warm", ...}      before the device slot: CUDA context and the task's imports only
   {"mode": "prepare", ...}   the task's profile (FLOPs, bytes, speed of light, reference timing:
                              computed once, cached per task source, device name and torch version)
                              and poisoned output slots for the candidate to fill (harness.make_slots)
@@ -264,7 +265,15 @@ def main() -> int:
         device = harness.device_of(req["device"])
         if device.type == "cpu":
             torch.set_num_threads(req.get("cpu_threads", 1))
-        name = device_name(device)
+        name = device_name(device)  # on CUDA, this makes the context
+        if req["mode"] == "warm":  # before the device slot: the context and the task's imports, nothing measured
+            try:
+                harness.load_module(req["task_path"], "reference_problem")
+                res = {"ok": True}
+            except Exception as e:
+                res = {"ok": False, "error": "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]}
+            harness.emit(fd, res)
+            continue
         try:
             peaks = get_peaks(Path(req["cache_dir"]), device, name)
         except Exception as e:

@@ -7,9 +7,15 @@ two channels: stdout+stderr (kept up to a cap, whatever it prints) and a protoco
 Candidate processes are also wrapped, where the OS allows it (`isolation()` picks the best that works):
   bwrap    bubblewrap: read-only view of the file system except its own folder and the build caches,
            private /tmp, no network, own PID namespace (nothing it forks outlives it; it cannot
-           signal the judge), killed with its parent.
-  unshare  util-linux unshare (root): no network, own PID namespace; the file system stays writable.
+           signal the judge), no capabilities, killed with its parent.
+  unshare  util-linux unshare (root): no network, own PID namespace, and (with setpriv) no
+           capabilities: root in name only, it cannot mount, load modules or reset the GPU; the file
+           system stays writable.
   none     process group, limits and scrubbed environment only.
+
+`hide` makes files unreadable or empty to the process: the GPU's device nodes for the build process,
+so candidate code never touches the GPU outside its device slot (bwrap and unshare; under `none`
+only CUDA_VISIBLE_DEVICES="" stands in the way, which native code can undo).
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import asyncio
 import json
 import os
 import resource
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -61,44 +68,70 @@ def _limits(max_file_bytes: int | None, mem_bytes: int | None = None, nofile: in
 
 
 _ISOLATION: dict[str, str] = {}
+SETPRIV = shutil.which("setpriv")
+# root in a mount namespace of its own: each named file becomes /dev/null, then the real command
+_MASK_SH = 'while [ "$1" != "--" ]; do mount --bind /dev/null "$1" || exit 97; shift; done; shift; exec "$@"'
 
 
-def wrap(mode: str, argv: list, workdir: Path, writable: list) -> list:
+def gpu_device_nodes() -> list[str]:
+    """The files through which a process reaches an NVIDIA GPU (/dev/nvidia*, /dev/nvidia-caps/*)."""
+    found = []
+    for p in sorted(Path("/dev").glob("nvidia*")) + sorted(Path("/dev/nvidia-caps").glob("*")):
+        if p.exists() and not p.is_dir():
+            found.append(str(p))
+    return found
+
+
+def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tuple = ()) -> list:
     """argv run inside the chosen isolation. `writable`: folders the candidate may write besides its own.
     Under bwrap the folder holding all evaluation folders is replaced by an empty one, so a candidate
-    sees only its own; everything else (the Python install, the project) is visible read-only."""
+    sees only its own; everything else (the Python install, the project) is visible read-only.
+    `hide`: files that cannot be opened (bwrap: a nodev /dev/null) or read as /dev/null (unshare) inside."""
     if mode == "bwrap":
         args = ["bwrap", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
                 "--tmpfs", str(workdir.parent)]
         for w in [workdir, *writable]:
             args += ["--bind", str(w), str(w)]
-        return args + ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session",
+        for h in hide:
+            args += ["--ro-bind", "/dev/null", str(h)]
+        # --cap-drop ALL: bwrap started by root keeps every capability otherwise (remount, undo `hide`)
+        return args + ["--cap-drop", "ALL", "--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session",
                        "--chdir", str(workdir), "--", *argv]
     if mode == "unshare":
-        return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--", *argv]
+        inner = list(argv)
+        if SETPRIV:  # drop every capability: no mount (so no undoing `hide`), no mknod, no module loading
+            inner = [SETPRIV, "--bounding-set", "-all", "--inh-caps", "-all", "--no-new-privs", "--", *inner]
+        if hide:
+            inner = ["sh", "-c", _MASK_SH, "sh", *map(str, hide), "--", *inner]
+        return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--", *inner]
     return list(argv)
 
 
 def isolation(requested: str = "auto") -> str:
-    """The strongest isolation that works here (probed once: a sandboxed Python must start and find
-    no network). An explicitly requested mode that does not work is an error."""
+    """The strongest isolation that works here (probed once: a sandboxed Python must start, find no
+    network and see a hidden file as empty). An explicitly requested mode that does not work is an error."""
     if requested == "none":
         return "none"
     if requested in _ISOLATION:
         return _ISOLATION[requested]
     import subprocess
+    import sys as _sys
     import tempfile
-    # a new network namespace has nothing but its own (down) loopback
-    probe = "import socket; raise SystemExit(0 if [n for _, n in socket.if_nameindex()] == ['lo'] else 3)"
+    # a new network namespace has nothing but its own (down) loopback; the hidden file reads as /dev/null
+    probe = ("import socket, sys\nnet = [n for _, n in socket.if_nameindex()] == ['lo']\n"
+             "try:\n    seen = open(sys.argv[1]).read()\nexcept PermissionError:\n    seen = ''\n"
+             "raise SystemExit(0 if net and seen == '' else 3)")
     chosen = "none"
     for mode in (["bwrap", "unshare"] if requested == "auto" else [requested]):
         if mode not in ("bwrap", "unshare"):
             raise ValueError(f"unknown sandbox {mode!r}: use auto, bwrap, unshare or none")
-        with tempfile.TemporaryDirectory() as d:
+        with tempfile.TemporaryDirectory() as d, tempfile.TemporaryDirectory() as h:
             (Path(d) / "probe").mkdir()
+            hidden = Path(h) / "hidden"
+            hidden.write_text("visible")
             try:
-                r = subprocess.run(wrap(mode, [PYTHON, "-c", probe], Path(d) / "probe", []), capture_output=True,
-                                   timeout=60)
+                r = subprocess.run(wrap(mode, [_sys.executable, "-c", probe, str(hidden)], Path(d) / "probe", [],
+                                        hide=[hidden]), capture_output=True, timeout=60)
                 ok = r.returncode == 0
             except (OSError, subprocess.TimeoutExpired):
                 ok = False

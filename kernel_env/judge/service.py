@@ -2,10 +2,14 @@
 
 One submission travels:
   1. format + static checks on the source (here, no process)
-  2. build: a candidate process imports the submission (load_inline compiles) - holds a CPU build slot
-  3. run: once a device slot is free (one measurement per GPU at a time), the reference worker (a
-     trusted process that never sees candidate code) hands out poisoned output slots; the candidate
-     runs the correctness trials on fresh seeds, copies its outputs into the slots, times itself, exits
+  2. build: a candidate process without a GPU imports the submission (load_inline compiles into the
+     build cache) - holds a CPU build slot
+  3. run: a second candidate process starts (torch imported, CUDA context made, no candidate code
+     yet) while the evaluations ahead are measured; once the device slot is free (one measurement
+     per GPU at a time), the reference worker (a trusted process that never sees candidate code)
+     hands out poisoned output slots; the candidate process imports the submission from the cache,
+     runs the correctness trials on fresh seeds, copies its outputs into the slots, times itself, exits.
+     Candidate code never runs on a GPU outside its own device slot.
   4. judge: the reference worker makes the reference outputs for the same seeds and compares them with
      the slots; the task's profile (t_ref, FLOPs, bytes) comes from a cache
   5. verdict: speedup and roofline numbers, flags, feedback.
@@ -31,7 +35,7 @@ from . import feedback as fb
 from . import prebuild
 from .checks import check_source
 from .config import JudgeConfig
-from .sandbox import PYTHON, Proc, child_env, describe_exit, isolation, wrap
+from .sandbox import PYTHON, Proc, child_env, describe_exit, gpu_device_nodes, isolation, wrap
 from .verdict import ErrorKind, Stage, Verdict
 
 log = logging.getLogger("kernel_env.judge")
@@ -55,7 +59,12 @@ class Judge:
                      if self.cfg.precompiled_header else None)
         self._build_sem = asyncio.Semaphore(self.cfg.build_slots)
         slots = self.cfg.gpus if self.cfg.device == "cuda" else (0,)
+        # the GPU arch torch would pick itself: the build process has no GPU to ask
+        self._arch_list = cuda_arch_list(self.cfg.gpus[0]) if self.cfg.device == "cuda" else None
+        self._hide = gpu_device_nodes()  # from the build process
         self._dev_locks = {g: asyncio.Lock() for g in slots}
+        # run processes started per device, the one measuring included: the next ones start theirs early
+        self._stage = {g: asyncio.Semaphore(max(1, self.cfg.staged_runners)) for g in slots}
         self._dev_pending = {g: 0 for g in slots}
         self._dev_busy_s = {g: 0.0 for g in slots}
         self._t0 = time.monotonic()
@@ -197,10 +206,14 @@ class Judge:
     async def _run(self, task: Task, source: str) -> Verdict:
         cfg = self.cfg
         ext_dir = self.cfg.cache_dir / "torch_extensions" / build_key(source)
+        triton_dir = cfg.cache_dir / "triton"
         v = Verdict(task.task_id, Stage.BUILD.value)
         workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=self.work_root))
+        builddir = Path(tempfile.mkdtemp(prefix="build-", dir=self.work_root))
         refdir = Path(tempfile.mkdtemp(prefix="ref-", dir=self.work_root))
-        cand = ref = None
+        builder = cand = ref = None
+        # both candidate processes compile with the same header, or the run process would build again
+        pch_dir = self._pch.dir if self._pch else None
         gpu = self._pick_device()
         self._dev_pending[gpu] += 1
         try:
@@ -210,70 +223,78 @@ class Judge:
             # the candidate starts, so an edit made while the submission is imported shows in "prepare"
             ref_req = {**self._ref_common(), **self._task_req(task), "seeds": seeds, "init_seed": init_seed,
                        "timing_sets": min(2, len(seeds))}
-            (workdir / "submission.py").write_text(source)
-            plan = {"task_path": str(task.path), "device": cfg.device, "seeds": seeds, "init_seed": init_seed,
-                    "timing_sets": ref_req["timing_sets"], "l2_flush_bytes": cfg.l2_flush_bytes,
-                    "cpu_threads": cfg.cpu_threads, "timing": self._timing()}
-            (workdir / "plan.json").write_text(json.dumps(plan))
-            (workdir / "slots").mkdir()
+            for d in (workdir, builddir):
+                (d / "submission.py").write_text(source)
+            for d in (ext_dir, triton_dir):
+                d.mkdir(parents=True, exist_ok=True)
             # the trusted worker starts now so that its imports overlap with the build
             ref = await Proc.start([PYTHON, "-m", "kernel_env.judge.reference_worker"], refdir,
                                    self._env(refdir, gpu, trusted=True), cfg.output_cap_bytes)
 
-            # ---- build (CPU slot)
+            # ---- build (CPU slot; the process sees no GPU)
             t_w = time.monotonic()
             async with self._queued("waiting_build", self._build_sem):
                 t_b = time.monotonic()
                 v.timings["build_wait_s"] = round(t_b - t_w, 3)  # for a CPU build slot
-                triton_dir = cfg.cache_dir / "triton"
-                for d in (ext_dir, triton_dir):
-                    d.mkdir(parents=True, exist_ok=True)
-                argv = wrap(self.isolation, [PYTHON, "-m", "kernel_env.candidate.runner", str(workdir)], workdir,
-                            [ext_dir, triton_dir])
-                cand = await Proc.start(argv, workdir, self._env(workdir, gpu, trusted=False, ext_dir=ext_dir),
-                                        cfg.output_cap_bytes, max_file_bytes=cfg_max_file_bytes(cfg),
-                                        mem_bytes=cfg.candidate_memory_bytes if cfg.device == "cpu" else None,
-                                        untrusted=True)
-                msg = await cand.next_message(cfg.build_timeout_s)
-                cand.build_over = msg.get("event") in ("built", "error")
+                builder = await self._start_candidate("build", builddir, gpu, ext_dir, triton_dir, pch_dir)
+                msg = await builder.next_message(cfg.build_timeout_s)
+                builder.build_over = msg.get("event") in ("built", "error")
                 if msg.get("event") == "timeout":
-                    await cand.close()
+                    await builder.close()
                     clear_build_locks(ext_dir)
                 v.timings["build_s"] = round(time.monotonic() - t_b, 3)
             self._stats["builds"] += 1
             self._stats["build_wait_s_total"] += v.timings["build_wait_s"]
             self._stats["build_s_total"] += v.timings["build_s"]
             if msg.get("event") != "built":
-                return await self._fail_build(v, cand, msg)
+                return await self._fail_build(v, builder, msg)
+            await builder.close()
 
             # ---- run (exclusive device slot)
+            plan = {"task_path": str(task.path), "device": cfg.device, "seeds": seeds, "init_seed": init_seed,
+                    "timing_sets": ref_req["timing_sets"], "l2_flush_bytes": cfg.l2_flush_bytes,
+                    "cpu_threads": cfg.cpu_threads, "timing": self._timing()}
+            (workdir / "plan.json").write_text(json.dumps(plan))
+            (workdir / "slots").mkdir()
             t_q = time.monotonic()
-            async with self._queued("waiting_device", self._device(gpu)):
-                try:
-                    v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
-                    self._stats["device_wait_s_total"] += v.timings["queue_s"]
-                    t_r = time.monotonic()
-                    # init_seed too: the input distributions are checked on the model that "compare" will use
-                    prep = await self._ask(ref, {"mode": "prepare", **ref_req, "slot_dir": str(workdir / "slots")})
-                    v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
-                    t_c = time.monotonic()
-                    run = await self._run_candidate(cand, prep["slots"])
-                    await cand.close()  # the candidate is gone before the reference is computed
-                    v.timings["run_s"] = round(time.monotonic() - t_c, 3)
-                    if run.get("failed"):
-                        v.stage, v.error_kind, v.feedback = Stage.RUN.value, run["kind"], run["feedback"]
-                        v.details.update(run.get("details", {}))
-                        return v
-                    t_c = time.monotonic()
-                    res = await self._ask(ref, {"mode": "compare", **ref_req, "trials": run.get("trials"),
-                                                "rechecks": run.get("rechecks")})
-                    res["profile"] = self._profiles[task.task_id] = prep["profile"]
-                    v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
-                    self._stats["measures"] += 1
-                    self._stats["measure_s_total"] += time.monotonic() - t_r
-                finally:  # what holds device memory is gone before the next measurement starts
-                    for p in (cand, ref):
-                        await asyncio.shield(p.close())
+            async with self._queued("waiting_device", self._stage[gpu]):
+                # both processes get ready (imports, CUDA context) while the evaluations ahead are measured
+                cand = await self._start_candidate("run", workdir, gpu, ext_dir, triton_dir, pch_dir)
+                ready, _ = await asyncio.gather(cand.next_message(cfg.reference_timeout_s),
+                                                self._ask(ref, {"mode": "warm", **ref_req}))
+                if ready.get("event") != "ready":
+                    raise JudgeInternalError("the run process did not start: " + str(ready.get("event"))
+                                             + " " + cand.output()[-1500:])
+                async with self._queued("waiting_device", self._device(gpu)):
+                    try:
+                        v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
+                        self._stats["device_wait_s_total"] += v.timings["queue_s"]
+                        t_r = time.monotonic()
+                        # init_seed too: the input distributions are checked on the model that "compare" will use
+                        prep = await self._ask(ref, {"mode": "prepare", **ref_req,
+                                                     "slot_dir": str(workdir / "slots")})
+                        v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
+                        t_c = time.monotonic()
+                        run = await self._run_candidate(cand, prep["slots"])
+                        await cand.close()  # the candidate is gone before the reference is computed
+                        v.timings["run_s"] = round(time.monotonic() - t_c, 3)
+                        if run.get("phases"):
+                            v.details["run_phases"] = run["phases"]
+                        if run.get("failed"):
+                            v.stage, v.error_kind = run.get("stage", Stage.RUN.value), run["kind"]
+                            v.feedback = run["feedback"]
+                            v.details.update(run.get("details", {}))
+                            return v
+                        t_c = time.monotonic()
+                        res = await self._ask(ref, {"mode": "compare", **ref_req, "trials": run.get("trials"),
+                                                    "rechecks": run.get("rechecks")})
+                        res["profile"] = self._profiles[task.task_id] = prep["profile"]
+                        v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
+                        self._stats["measures"] += 1
+                        self._stats["measure_s_total"] += time.monotonic() - t_r
+                    finally:  # what holds device memory is gone before the next measurement starts
+                        for p in (cand, ref):
+                            await asyncio.shield(p.close())
             return self._verdict(v, run, res)
         except asyncio.CancelledError:
             raise
@@ -285,14 +306,30 @@ class Judge:
             return v
         finally:
             self._dev_pending[gpu] -= 1
-            killed_building = cand is not None and cand.returncode is None and not getattr(cand, "build_over", False)
-            for p in (cand, ref):
+            # killed while compiling: torch's build lock would make every later build of this source wait
+            killed_building = (builder is not None and builder.returncode is None
+                               and not getattr(builder, "build_over", False)) or \
+                              (cand is not None and getattr(cand, "importing", False))
+            for p in (builder, cand, ref):
                 if p is not None:
                     await asyncio.shield(p.close())
-            if killed_building:  # torch's build lock would make every later build of this source wait
+            if killed_building:
                 clear_build_locks(ext_dir)
-            shutil.rmtree(workdir, ignore_errors=True)
-            shutil.rmtree(refdir, ignore_errors=True)
+            for d in (workdir, builddir, refdir):
+                shutil.rmtree(d, ignore_errors=True)
+
+    async def _start_candidate(self, mode: str, workdir: Path, gpu: int, ext_dir: Path, triton_dir: Path,
+                               pch_dir: str | None) -> Proc:
+        """A candidate process: "build" without the GPU (its device files hidden), "run" with it."""
+        cfg = self.cfg
+        hide = self._hide if mode == "build" else ()
+        argv = wrap(self.isolation, [PYTHON, "-m", "kernel_env.candidate.runner", mode, str(workdir)], workdir,
+                    [ext_dir, triton_dir], hide=hide)
+        env = self._env(workdir, gpu, trusted=False, ext_dir=ext_dir, pch_dir=pch_dir)
+        if mode == "build":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        return await Proc.start(argv, workdir, env, cfg.output_cap_bytes, max_file_bytes=cfg_max_file_bytes(cfg),
+                                mem_bytes=cfg.candidate_memory_bytes if cfg.device == "cpu" else None, untrusted=True)
 
     async def _fail_build(self, v: Verdict, cand: Proc, msg: dict) -> Verdict:
         ev = msg.get("event")
@@ -324,6 +361,7 @@ class Judge:
         # The runner stamps every line after "go" with this token; the submission runs in the same
         # process and can write to the protocol pipe too, but never sees the token.
         token = secrets.token_hex(16)
+        cand.importing = True  # until its first message: a kill now may interrupt a compile
         if not await cand.send(json.dumps({"cmd": "go", "slots": slots, "token": token})):
             rc = await cand.wait(5)
             return {"failed": True, "kind": ErrorKind.CRASH.value,
@@ -333,6 +371,7 @@ class Judge:
         while True:
             msg = await cand.next_message(max(0.0, deadline - time.monotonic()))
             ev = msg.get("event")
+            cand.importing = cand.importing and ev == "timeout"
             if ev not in ("timeout", "eof", "garbage") and msg.get("token") != token:  # those three are Proc's own
                 cand.kill()
                 return {"failed": True, "kind": ErrorKind.TIMING_INVALID.value, "details": {"forged_event": str(ev)[:40]},
@@ -346,6 +385,8 @@ class Judge:
                 got["timing_wall_s"] = time.monotonic() - (t_outputs or time.monotonic())
             elif ev == "done":
                 got["rechecks"] = msg.get("rechecks")
+                if isinstance(msg.get("phases"), dict):
+                    got["phases"] = {k: v for k, v in msg["phases"].items() if isinstance(v, (int, float))}
                 break
             elif ev == "timeout":
                 cand.kill()
@@ -353,6 +394,13 @@ class Judge:
                         "feedback": fb.clip(f"Timed out after {cfg.run_timeout_s:.0f} s while running ModelNew "
                                             f"({'timing' if 'trials' in got else 'correctness trials'}). "
                                             "An infinite loop or a deadlock in the kernel?", limit)}
+            elif ev == "error" and msg.get("phase") == "build":  # the import, now with the GPU
+                if msg.get("kind") == "no_model_new":
+                    return {"failed": True, "stage": Stage.FORMAT.value, "kind": ErrorKind.NO_MODEL_NEW.value,
+                            "feedback": "The module imported, but it defines no class ModelNew."}
+                await cand.wait(5)
+                return {"failed": True, "stage": Stage.BUILD.value, "kind": ErrorKind.BUILD_ERROR.value,
+                        "feedback": fb.build_failure(str(msg.get("message", "")), cand.output(), limit)}
             elif ev == "error" and msg.get("kind") == "rejected":  # the watch's reason, not a traceback
                 text = str(msg.get("message", ""))
                 return {"failed": True, "kind": ErrorKind.RUNTIME_ERROR.value,
@@ -440,16 +488,18 @@ class Judge:
         return {"task_id": task.task_id, "task_path": str(task.path),
                 "source_sha": hashlib.sha256(task.path.read_bytes()).hexdigest()[:16]}
 
-    def _env(self, workdir: Path, gpu: int, trusted: bool, ext_dir: Path | None = None) -> dict:
+    def _env(self, workdir: Path, gpu: int, trusted: bool, ext_dir: Path | None = None, pch_dir: str | None = None) -> dict:
         c = self.cfg
         extra = {"TORCH_EXTENSIONS_DIR": ext_dir or c.cache_dir / "torch_extensions",
                  "TRITON_CACHE_DIR": c.cache_dir / "triton",
                  "OMP_NUM_THREADS": c.cpu_threads, "MKL_NUM_THREADS": c.cpu_threads}
+        if self._arch_list:
+            extra["TORCH_CUDA_ARCH_LIST"] = self._arch_list
         if not trusted:
             extra["KERNEL_ENV_FAST_BUILD"] = "0" if c.fast_build == "off" else "1"
             extra["KERNEL_ENV_CUDA_PRELUDE"] = c.fast_build
-            if self._pch and self._pch.dir:
-                extra["KERNEL_ENV_PCH_DIR"] = self._pch.dir
+            if pch_dir:
+                extra["KERNEL_ENV_PCH_DIR"] = pch_dir
         if c.device == "cuda":
             extra["CUDA_VISIBLE_DEVICES"] = gpu
         else:
@@ -482,6 +532,25 @@ class Judge:
                 yield
             finally:
                 self._dev_busy_s[gpu] += time.monotonic() - t
+
+
+def cuda_arch_list(gpu: int) -> str | None:
+    """TORCH_CUDA_ARCH_LIST as torch's load_inline would choose it on this GPU (its capability, capped at
+    what this torch supports, +PTX), asked by a trusted process; None when the environment sets it."""
+    import os
+    import subprocess
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return None
+    code = ("import re, torch\ncap = torch.cuda.get_device_capability(0)\n"
+            "sms = [int(re.findall(r'\\d+', a)[0]) for a in torch.cuda.get_arch_list() if a.startswith('sm_')]\n"
+            "cap = min(cap, max((sm // 10, sm % 10) for sm in sms))\nprint(f'{cap[0]}.{cap[1]}+PTX')")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+    try:
+        r = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = r.stdout.strip().splitlines()
+    return out[-1] if r.returncode == 0 and out else None
 
 
 def build_key(source: str) -> str:

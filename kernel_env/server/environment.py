@@ -267,4 +267,6 @@ def _history_entry(turn: int, v: Verdict, reward: float, reason: str) -> dict:
             "suspicious": bool(v.suspicious), "roofline_violation": bool(v.roofline_violation),
             "trials_passed": v.trials_passed, "timings": dict(v.timings or {}),
             # the spread of this evaluation's timed calls ((p90 - p10) / median) and how many there were
-            "timing_spread": (v.details or {}).get("timing_spread"), "timed_calls": (v.details or {}).get("timed_calls")}
+            "timing_spread": (v.details or {}).get("timing_spread"), "timed_calls": (v.details or {}).get("timed_calls"),
+            # seconds of the run process's phases in the device slot (import, construct, trials, timing)
+            "run_phases": (v.details or {}).get("run_phases")}

@@ -1,5 +1,6 @@
-"""Fault (GPU-only): at import (the build phase, before the judge hands it the device slot) the module
-takes all free GPU memory but 256 MiB and keeps it; the kernel itself is honest.
+"""Fault (GPU-only): at import the module takes all free GPU memory but 256 MiB and keeps it; the kernel
+itself is honest. The build process has no GPU (the import fails there and is tried again in the run
+process, inside the submission's own device slot), so others' measurements never lose that memory.
 Task: level1/19_ReLU on the cuda device. Expected: stage run, runtime_error, "out of memory": the
 failure must be the submission's own, never an internal error of the evaluator (the trainer retries
 those and then stops) nor a failure of another session that holds the device meanwhile.
