@@ -153,6 +153,7 @@ def judge_once(server: LocalEnvServer, task: str, path: Path, timeout: float) ->
         try:
             env.reset(task_id=task, split=split_of(task))
             r = env.step(KernelAction(code=path.read_text()))
+            hist = env.state().history
         finally:
             env.close()
     except Exception as e:  # the server or the connection failed: a result, not a crash of this script
@@ -161,7 +162,8 @@ def judge_once(server: LocalEnvServer, task: str, path: Path, timeout: float) ->
     o = r.observation
     return {"stage": o.stage, "error_kind": (o.metadata or {}).get("error_kind"), "correct": bool(o.correct),
             "reward": r.reward, "speedup": o.speedup, "t_new_ms": o.t_new_ms, "feedback": o.feedback or "",
-            "wall_s": round(time.time() - t0, 1)}
+            "wall_s": round(time.time() - t0, 1), "timings": hist[-1].get("timings") if hist else None,
+            "run_phases": hist[-1].get("run_phases") if hist else None}
 
 
 def honest_ok(res: dict) -> bool:
@@ -250,6 +252,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=900, help="client timeout per step")
     ap.add_argument("--only", nargs="*", default=None, help="case file names to run (default: all)")
     ap.add_argument("--concurrent", type=int, default=4, help="faults (and as many honest sessions) at once; 0: skip")
+    ap.add_argument("--round-only", action="store_true", help="faults only in the round at once, not one by one")
     args = ap.parse_args()
     args.run_timeout_s = args.run_timeout_s or (20.0 if args.device == "cuda" else 15.0)
     out = Path(args.out)
@@ -274,6 +277,8 @@ def main() -> int:
         rows.append({"case": f"honest ({honest_path.name}, first)", "task": honest_task, "expected": "timed/none",
                      **warm, "ok": honest_ok(warm), "honest_after": None})
         for c in cases:
+            if args.round_only and c["fault"] and c["name"] not in NO_GAIN:
+                continue
             res = judge_once(server, c["task"], c["path"], args.timeout)
             results[c["name"]] = res
             after = judge_once(server, honest_task, honest_path, args.timeout) if c["fault"] else None
@@ -282,8 +287,10 @@ def main() -> int:
                          "honest_after_verdict": after and {k: after[k] for k in ("stage", "error_kind", "feedback")}})
             print(f"{c['name']:34s} {res['stage']}/{res['error_kind']} reward={res['reward']} ({res['wall_s']} s)"
                   + ("" if after is None else f"; honest after: {after['stage']} ({after['wall_s']} s)"), flush=True)
-        for row, c in zip([r for r in rows if r["case"] in results], cases):  # after all of them: the no-gain case compares with its twin
-            row["ok"] = matches(c, results[c["name"]], results)
+        by_name = {c["name"]: c for c in cases}
+        for row in rows:  # after all of them: the no-gain case compares with its twin
+            if row["case"] in results:
+                row["ok"] = matches(by_name[row["case"]], results[row["case"]], results)
 
         # one round at once: 4 faults and 4 honest sessions
         faults = [c for c in cases if c["fault"] and c["name"] not in NOT_CONCURRENT

@@ -49,6 +49,11 @@ def test_correct_cpp_kernel_is_timed_with_speedup_and_roofline(cache_dir):
     assert not v.suspicious and not v.roofline_violation
     assert "faster than" in v.feedback or "slower than" in v.feedback
     assert "% of roofline, memory-bound" in v.feedback
+    # where the device slot went, per phase of the run process; per trial: inputs, forward, copy
+    ph = v.details["run_phases"]
+    assert {"import_s", "construct_s", "trials_s", "timing_s"} <= set(ph)
+    assert len(ph["trial_steps_s"]) == 5 and all(len(t) == 3 for t in ph["trial_steps_s"])
+    assert ph["trials_s"] + ph["timing_s"] <= v.timings["run_s"]
     assert _leftovers(judge) == before and not _children_of_us()
 
 

@@ -15,8 +15,9 @@ class JudgeConfig:
     device: str = "cpu"                     # "cpu" or "cuda"
     gpus: tuple[int, ...] = (0,)            # CUDA device indices, one measurement at a time on each
     build_slots: int = max(1, (os.cpu_count() or 2) - 1)  # concurrent candidate builds (CPU bound)
-    # run processes per device that may exist at once, the one measuring included: the next ones in
-    # line import torch and make their CUDA context while it measures (each holds ~0.5 GB of GPU memory)
+    # run processes per device that hold a CUDA context at once, the one measuring included: the next
+    # ones in line make theirs while it measures (each ~0.5 GB of GPU memory). As many more may start
+    # with their build (torch imported while it compiles) when the queue is short.
     staged_runners: int = 2
     max_code_bytes: int = 256 * 1024
     build_timeout_s: float = 300.0          # import of the submission, load_inline compile included

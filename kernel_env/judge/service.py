@@ -4,8 +4,9 @@ One submission travels:
   1. format + static checks on the source (here, no process)
   2. build: a candidate process without a GPU imports the submission (load_inline compiles into the
      build cache) - holds a CPU build slot
-  3. run: a second candidate process starts (torch imported, CUDA context made, no candidate code
-     yet) while the evaluations ahead are measured; once the device slot is free (one measurement
+  3. run: a second candidate process (torch imported, no candidate code yet; started with the build
+     when few are waiting) makes its CUDA context while the evaluations ahead are measured; once the
+     device slot is free (one measurement
      per GPU at a time), the reference worker (a trusted process that never sees candidate code)
      hands out poisoned output slots; the candidate process imports the submission from the cache,
      runs the correctness trials on fresh seeds, copies its outputs into the slots, times itself, exits.
@@ -65,6 +66,7 @@ class Judge:
         self._dev_locks = {g: asyncio.Lock() for g in slots}
         # run processes started per device, the one measuring included: the next ones start theirs early
         self._stage = {g: asyncio.Semaphore(max(1, self.cfg.staged_runners)) for g in slots}
+        self._early = {g: 0 for g in slots}  # run processes started with their build, not yet staged
         self._dev_pending = {g: 0 for g in slots}
         self._dev_busy_s = {g: 0.0 for g in slots}
         self._t0 = time.monotonic()
@@ -212,6 +214,7 @@ class Judge:
         builddir = Path(tempfile.mkdtemp(prefix="build-", dir=self.work_root))
         refdir = Path(tempfile.mkdtemp(prefix="ref-", dir=self.work_root))
         builder = cand = ref = None
+        early = False  # this evaluation's run process was started with its build
         # both candidate processes compile with the same header, or the run process would build again
         pch_dir = self._pch.dir if self._pch else None
         gpu = self._pick_device()
@@ -227,9 +230,19 @@ class Judge:
                 (d / "submission.py").write_text(source)
             for d in (ext_dir, triton_dir):
                 d.mkdir(parents=True, exist_ok=True)
-            # the trusted worker starts now so that its imports overlap with the build
+            plan = {"task_path": str(task.path), "device": cfg.device, "seeds": seeds, "init_seed": init_seed,
+                    "timing_sets": ref_req["timing_sets"], "l2_flush_bytes": cfg.l2_flush_bytes,
+                    "cpu_threads": cfg.cpu_threads, "timing": self._timing()}
+            (workdir / "plan.json").write_text(json.dumps(plan))  # read and removed by the run process at start
+            (workdir / "slots").mkdir()
+            # the trusted worker and the run process start now so that their imports overlap with the
+            # build; the run process loads no candidate code before "go"
             ref = await Proc.start([PYTHON, "-m", "kernel_env.judge.reference_worker"], refdir,
                                    self._env(refdir, gpu, trusted=True), cfg.output_cap_bytes)
+            if self._early[gpu] < cfg.staged_runners:  # a few, not one per session: 64 torch imports at once
+                self._early[gpu] += 1                  # starve the builds and the server (H200, 64 sessions)
+                early = True
+                cand = await self._start_candidate("run", workdir, gpu, ext_dir, triton_dir, pch_dir)
 
             # ---- build (CPU slot; the process sees no GPU)
             t_w = time.monotonic()
@@ -251,15 +264,15 @@ class Judge:
             await builder.close()
 
             # ---- run (exclusive device slot)
-            plan = {"task_path": str(task.path), "device": cfg.device, "seeds": seeds, "init_seed": init_seed,
-                    "timing_sets": ref_req["timing_sets"], "l2_flush_bytes": cfg.l2_flush_bytes,
-                    "cpu_threads": cfg.cpu_threads, "timing": self._timing()}
-            (workdir / "plan.json").write_text(json.dumps(plan))
-            (workdir / "slots").mkdir()
             t_q = time.monotonic()
             async with self._queued("waiting_device", self._stage[gpu]):
-                # both processes get ready (imports, CUDA context) while the evaluations ahead are measured
-                cand = await self._start_candidate("run", workdir, gpu, ext_dir, triton_dir, pch_dir)
+                if early:
+                    self._early[gpu] -= 1
+                    early = False
+                else:
+                    cand = await self._start_candidate("run", workdir, gpu, ext_dir, triton_dir, pch_dir)
+                # both processes make their CUDA context while the evaluations ahead are measured
+                await cand.send("warm")
                 ready, _ = await asyncio.gather(cand.next_message(cfg.reference_timeout_s),
                                                 self._ask(ref, {"mode": "warm", **ref_req}))
                 if ready.get("event") != "ready":
@@ -306,6 +319,8 @@ class Judge:
             return v
         finally:
             self._dev_pending[gpu] -= 1
+            if early:
+                self._early[gpu] -= 1
             # killed while compiling: torch's build lock would make every later build of this source wait
             killed_building = (builder is not None and builder.returncode is None
                                and not getattr(builder, "build_over", False)) or \
@@ -386,7 +401,9 @@ class Judge:
             elif ev == "done":
                 got["rechecks"] = msg.get("rechecks")
                 if isinstance(msg.get("phases"), dict):
-                    got["phases"] = {k: v for k, v in msg["phases"].items() if isinstance(v, (int, float))}
+                    got["phases"] = {k: v for k, v in msg["phases"].items()
+                                     if isinstance(v, (int, float)) or k == "trial_steps_s" and isinstance(v, list)
+                                     and len(str(v)) < 2000}
                 break
             elif ev == "timeout":
                 cand.kill()

@@ -1,6 +1,6 @@
 """Honest (GPU-only): the kernel runs on a second CUDA stream, ordered after the caller's stream and
 waited on before returning (events), so the output is complete whatever stream reads it.
-Task: level1/1_Small_ReLU on the cuda device. Expected: timed, correct, no flag.
+Task: level1/19_ReLU on the cuda device. Expected: timed, correct, no flag.
 """
 import torch
 import torch.nn as nn
