@@ -100,13 +100,13 @@ def main() -> int:
     mode, workdir, fd = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     if mode == "build":
         return build(workdir, fd)
-    plan = json.loads((workdir / "plan.json").read_text())
-    # The plan holds this evaluation's seeds: gone from disk before the submission can look for it.
+    # The plan holds this evaluation's seeds: it comes on stdin, never through a file another
+    # candidate process could read
     try:
-        (workdir / "plan.json").unlink(missing_ok=True)
-    except OSError:
-        pass
-    seeds, init_seed = plan.pop("seeds"), plan.pop("init_seed")
+        plan = json.loads(sys.stdin.readline() or "{}")
+        seeds, init_seed = plan.pop("seeds"), plan.pop("init_seed")
+    except (ValueError, KeyError, AttributeError):
+        return 2
     import torch
 
     device = harness.device_of(plan["device"])

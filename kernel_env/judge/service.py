@@ -6,10 +6,10 @@ One submission travels:
      build cache) - holds a CPU build slot
   3. run: a second candidate process (torch imported, no candidate code yet; started with the build
      when few are waiting) makes its CUDA context while the evaluations ahead are measured; once the
-     device slot is free (one measurement
-     per GPU at a time), the reference worker (a trusted process that never sees candidate code)
-     hands out poisoned output slots; the candidate process imports the submission from the cache,
-     runs the correctness trials on fresh seeds, copies its outputs into the slots, times itself, exits.
+     device slot is free (one measurement per GPU at a time), the reference worker (a trusted
+     process that never sees candidate code) hands out poisoned output slots; the candidate process
+     imports the submission from the cache, runs the correctness trials on fresh seeds, copies its
+     outputs into the slots, times itself, exits.
      Candidate code never runs on a GPU outside its own device slot.
   4. judge: the reference worker makes the reference outputs for the same seeds and compares them with
      the slots; the task's profile (t_ref, FLOPs, bytes) comes from a cache
@@ -233,7 +233,6 @@ class Judge:
             plan = {"task_path": str(task.path), "device": cfg.device, "seeds": seeds, "init_seed": init_seed,
                     "timing_sets": ref_req["timing_sets"], "l2_flush_bytes": cfg.l2_flush_bytes,
                     "cpu_threads": cfg.cpu_threads, "timing": self._timing()}
-            (workdir / "plan.json").write_text(json.dumps(plan))  # read and removed by the run process at start
             (workdir / "slots").mkdir()
             # the trusted worker and the run process start now so that their imports overlap with the
             # build; the run process loads no candidate code before "go"
@@ -243,6 +242,7 @@ class Judge:
                 self._early[gpu] += 1                  # starve the builds and the server (H200, 64 sessions)
                 early = True
                 cand = await self._start_candidate("run", workdir, gpu, ext_dir, triton_dir, pch_dir)
+                await cand.send(json.dumps(plan))  # on stdin: the seeds never touch the disk
 
             # ---- build (CPU slot; the process sees no GPU)
             t_w = time.monotonic()
@@ -271,6 +271,7 @@ class Judge:
                     early = False
                 else:
                     cand = await self._start_candidate("run", workdir, gpu, ext_dir, triton_dir, pch_dir)
+                    await cand.send(json.dumps(plan))
                 # both processes make their CUDA context while the evaluations ahead are measured
                 await cand.send("warm")
                 ready, _ = await asyncio.gather(cand.next_message(cfg.reference_timeout_s),
