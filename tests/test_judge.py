@@ -99,6 +99,18 @@ def test_no_model_new_is_a_format_failure(cache_dir):
     assert v.stage == "format" and v.error_kind == "no_model_new", v.feedback
 
 
+def test_an_import_error_that_is_not_a_compile_error_is_reported_by_the_run_process(cache_dir):
+    # the build process defers it (a submission may look for the GPU it does not have there); the run
+    # process imports again in the device slot and reports it as the build stage's error
+    code = submission("relu_ok.py").replace("\nclass ModelNew(", "\nNOT_DEFINED_AT_IMPORT + 1\n\n\nclass ModelNew(", 1)
+    judge = make_judge(cache_dir)
+    v = judge.evaluate_sync("level1/1_Small_ReLU", code)
+    assert (v.stage, v.error_kind) == ("build", "build_error"), v.feedback
+    assert "NOT_DEFINED_AT_IMPORT" in v.feedback and "NameError" in v.feedback, v.feedback
+    assert "queue_s" in v.timings and v.timings["build_s"] > 0  # it did get to the run process
+    assert not _children_of_us() and not _leftovers(judge)
+
+
 def test_build_error_reports_the_compiler_error_line(cache_dir):
     code = submission("relu_ok.py").replace('name="kernel_env_test_ops"', 'name="kernel_env_test_broken"').replace(
         "return y;\n}", "return y  // missing semicolon\n}", 1)
