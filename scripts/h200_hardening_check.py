@@ -51,7 +51,6 @@ CPU_FILES = ["tests/submissions/relu_segfault.py", "tests/submissions/relu_hang.
              "tests/hacks/cpp_forge_protocol.py", "tests/hacks/tensor_method_relu.py"]
 # wrong, or timed no faster than its honest twin (tests/test_hacks.py GPU_NO_GAIN)
 NO_GAIN = {"gpu_side_stream_no_wait.py": "gpu_side_stream_wait.py"}
-NOT_CONCURRENT: set = set()  # cases kept out of the round at once (none since candidate code runs only in its slot)
 MEM_SLACK = 1 << 30
 
 
@@ -293,8 +292,7 @@ def main() -> int:
                 row["ok"] = matches(by_name[row["case"]], results[row["case"]], results)
 
         # one round at once: 4 faults and 4 honest sessions
-        faults = [c for c in cases if c["fault"] and c["name"] not in NOT_CONCURRENT
-                  and c["name"] not in NO_GAIN][:args.concurrent]
+        faults = [c for c in cases if c["fault"] and c["name"] not in NO_GAIN][:args.concurrent]
         jobs = [(f"at once: {c['name']}", c) for c in faults] + [(f"at once: honest #{i + 1}", None)
                                                                  for i in range(min(4, args.concurrent))]
         t0 = time.time()

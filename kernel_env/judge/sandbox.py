@@ -115,7 +115,6 @@ def isolation(requested: str = "auto") -> str:
     if requested in _ISOLATION:
         return _ISOLATION[requested]
     import subprocess
-    import sys as _sys
     import tempfile
     # a new network namespace has nothing but its own (down) loopback; the hidden file reads as /dev/null
     probe = ("import socket, sys\nnet = [n for _, n in socket.if_nameindex()] == ['lo']\n"
@@ -130,7 +129,7 @@ def isolation(requested: str = "auto") -> str:
             hidden = Path(h) / "hidden"
             hidden.write_text("visible")
             try:
-                r = subprocess.run(wrap(mode, [_sys.executable, "-c", probe, str(hidden)], Path(d) / "probe", [],
+                r = subprocess.run(wrap(mode, [PYTHON, "-c", probe, str(hidden)], Path(d) / "probe", [],
                                         hide=[hidden]), capture_output=True, timeout=60)
                 ok = r.returncode == 0
             except (OSError, subprocess.TimeoutExpired):

@@ -234,6 +234,12 @@ class Judge:
                     "timing_sets": ref_req["timing_sets"], "l2_flush_bytes": cfg.l2_flush_bytes,
                     "cpu_threads": cfg.cpu_threads, "timing": self._timing()}
             (workdir / "slots").mkdir()
+
+            async def start_run() -> Proc:  # the plan comes on stdin: the seeds never touch the disk
+                proc = await self._start_candidate("run", workdir, gpu, ext_dir, triton_dir, pch_dir)
+                await proc.send(json.dumps(plan))
+                return proc
+
             # the trusted worker and the run process start now so that their imports overlap with the
             # build; the run process loads no candidate code before "go"
             ref = await Proc.start([PYTHON, "-m", "kernel_env.judge.reference_worker"], refdir,
@@ -241,8 +247,7 @@ class Judge:
             if self._early[gpu] < cfg.staged_runners:  # a few, not one per session: 64 torch imports at once
                 self._early[gpu] += 1                  # starve the builds and the server (H200, 64 sessions)
                 early = True
-                cand = await self._start_candidate("run", workdir, gpu, ext_dir, triton_dir, pch_dir)
-                await cand.send(json.dumps(plan))  # on stdin: the seeds never touch the disk
+                cand = await start_run()
 
             # ---- build (CPU slot; the process sees no GPU)
             t_w = time.monotonic()
@@ -270,8 +275,7 @@ class Judge:
                     self._early[gpu] -= 1
                     early = False
                 else:
-                    cand = await self._start_candidate("run", workdir, gpu, ext_dir, triton_dir, pch_dir)
-                    await cand.send(json.dumps(plan))
+                    cand = await start_run()
                 # both processes make their CUDA context while the evaluations ahead are measured
                 await cand.send("warm")
                 ready, _ = await asyncio.gather(cand.next_message(cfg.reference_timeout_s),
