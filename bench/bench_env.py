@@ -121,6 +121,7 @@ class EnvSession:
                 "queue_s": tm.get("queue_s"), "build_wait_s": tm.get("build_wait_s"), "measure_s": sum(measure) if measure else None,
                 "judge_s": tm.get("total_s"), "reset_s": reset_s, "timings": tm,
                 "run_phases": hist[-1].get("run_phases") if hist else None,
+                "ref_phases": hist[-1].get("ref_phases") if hist else None,
                 "error": None if o.correct else (o.feedback or "")[:300]}
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """Issue 5's hardening check through a real env server: faults and reward hacks, each in a session of
 its own, and after every fault the honest kernel in a fresh session (the device keeps giving correct
-verdicts); then one round of 4 faults and 4 honest sessions at once; then no candidate process left
-and the GPU memory back where it was. First, what the judge's two candidate processes can reach, as
+verdicts); then one round of 4 faults and 4 honest sessions at once; then, once the server has stopped, no
+candidate process left and the GPU memory back where it was. First, what the judge's two candidate processes can reach, as
 the judge wraps them: the build process must not reach the GPU (cuInit through the driver, with
 CUDA_VISIBLE_DEVICES set: only its hidden device files stand in the way), the run process must.
 
@@ -305,17 +305,18 @@ def main() -> int:
                              "expected": c["expected"] if c else "timed/none", **res,
                              "ok": matches(c, res, results) if c else honest_ok(res), "honest_after": None})
         print(f"concurrent round: {len(jobs)} sessions in {time.time() - t0:.1f} s", flush=True)
-
-        leftovers = candidate_processes()
-        for _ in range(15):  # processes of the last runs may still be going away
-            if not leftovers:
-                break
-            time.sleep(1)
-            leftovers = candidate_processes()
-        mem_after = device_memory_used(args.device)
     finally:
+        # the judge keeps idle run processes and a reference worker between evaluations: what must be
+        # gone is checked once the server has stopped
         server.stop(30)
         shutil.rmtree(tasks_dir, ignore_errors=True)
+    leftovers = candidate_processes()
+    for _ in range(15):  # processes of the last runs may still be going away
+        if not leftovers:
+            break
+        time.sleep(1)
+        leftovers = candidate_processes()
+    mem_after = device_memory_used(args.device)
 
     bad = [r["case"] for r in rows if not r["ok"] or r["honest_after"] is False]
     grew = mem_before is not None and mem_after is not None and mem_after - mem_before > MEM_SLACK

@@ -134,7 +134,10 @@ def verdicts(cache_dir):
     jobs = [(c.file, c.task, c.path) for c in CASES] + [(f, t, HACKS / f) for f, t, _, _ in EITHER]
 
     async def go():
-        return await asyncio.gather(*[judge.evaluate(task, path.read_text()) for _, task, path in jobs])
+        try:
+            return await asyncio.gather(*[judge.evaluate(task, path.read_text()) for _, task, path in jobs])
+        finally:
+            await judge.aclose()  # its reference worker
 
     return {f: v for (f, _, _), v in zip(jobs, asyncio.run(go()))}
 
@@ -195,19 +198,22 @@ def test_input_distributions_are_deterministic_and_keep_structure():
 
 
 def test_distributions_the_task_cannot_take_fall_back_to_its_own(tmp_path):
-    from kernel_env.judge.reference_worker import choose_dists
+    from kernel_env.judge.reference_worker import choose_dists, task_dists
     (tmp_path / "log_task.py").write_text(
         "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.log(x)\n"
         "def get_inputs():\n    return [torch.rand(64, 64) + 0.1]\n"
         "def get_init_inputs():\n    return []\n")
     task = harness.load_module(tmp_path / "log_task.py", "log_task")
-    req = {"seeds": list(range(100, 112)), "timing_sets": 2}
-    prof = {"outputs": [{"dtype": "float32", "shape": [64, 64]}]}
-    dists = choose_dists(req, task, torch.device("cpu"), prof)
-    assert dists[:2] == ["normal", "normal"]
+    ok = task_dists(task, torch.device("cpu"), [{"dtype": "float32", "shape": [64, 64]}])
     # log of negative inputs is NaN: uniform and signed never survive; positive is the task's own (skipped)
-    assert not {"uniform", "signed", "positive"} & set(dists)
-    assert {"large", "small", "heavy", "edges"} & set(dists)
+    assert not {"uniform", "signed", "positive"} & set(ok)
+    assert {"large", "small", "heavy"} <= set(ok)  # edges: rounded to 0, log is -inf
+    # integer outputs (argmax, topk) take no ties
+    assert "edges" not in task_dists(task, torch.device("cpu"), [{"dtype": "int64", "shape": [64]}])
+    req = {"seeds": list(range(100, 112)), "timing_sets": 2}
+    dists = choose_dists(req, {"alt_dists": ok})
+    assert dists[:2] == ["normal", "normal"] and set(dists[2:]) == set(ok)  # each in turn, 10 trials
+    assert choose_dists({**req, "input_dists": ["small"]}, {"alt_dists": ok})[2:] == ["small"] * 10
 
 
 # ---------------------------------------------------------------- CUDA-only cases (the H200 box)
@@ -229,7 +235,10 @@ def run_gpu_cases(cache_dir) -> dict:
     jobs = [(c.file, c.task, c.path) for c in GPU_CASES] + [(GPU_NO_GAIN, BIG_RELU, HACKS / GPU_NO_GAIN)]
 
     async def go():
-        return await asyncio.gather(*[judge.evaluate(task, path.read_text()) for _, task, path in jobs])
+        try:
+            return await asyncio.gather(*[judge.evaluate(task, path.read_text()) for _, task, path in jobs])
+        finally:
+            await judge.aclose()  # its reference worker
 
     return {f: v for (f, _, _), v in zip(jobs, asyncio.run(go()))}
 

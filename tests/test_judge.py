@@ -140,6 +140,36 @@ def test_triton_kernel_under_the_interpreter(cache_dir):
     assert v.stage == "timed" and v.correct, v.feedback
 
 
+def test_the_same_source_again_skips_its_build_process(cache_dir):
+    pytest.importorskip("triton")
+    judge = make_judge(cache_dir)
+    code = submission("triton_relu.py")
+    first = judge.evaluate_sync("level1/1_Small_ReLU", code)
+    again = judge.evaluate_sync("level1/1_Small_ReLU", code)
+    other = judge.evaluate_sync("level1/1_Small_ReLU", code + "\n# another submission\n")
+    assert first.correct and again.correct and other.correct, (first.feedback, again.feedback, other.feedback)
+    assert first.timings["build_s"] > 0 and "build_cached" not in first.details
+    assert again.timings["build_s"] == 0 and again.details["build_cached"]
+    assert other.timings["build_s"] > 0 and "build_cached" not in other.details
+    # where the reference worker's part of the device slot went
+    ref = again.details["ref_phases"]
+    assert {"profile_s", "slots_s"} <= set(ref["prepare"]) and {"inputs_s", "forward_s", "compare_s"} <= set(ref["compare"])
+
+
+def test_build_processes_run_at_a_lower_priority(tmp_path):
+    from kernel_env.judge.sandbox import PYTHON, Proc, child_env
+
+    async def niceness(n):
+        p = await Proc.start([PYTHON, "-c", "import os, sys; os.write(int(sys.argv[1]), b'{\"nice\": %d}\\n' % os.nice(0))"],
+                             tmp_path, child_env(tmp_path, {}), 4096, nice=n)
+        msg = await p.next_message(30)
+        await p.close()
+        return msg["nice"] - os.nice(0)
+
+    assert asyncio.run(niceness(10)) == 10 and asyncio.run(niceness(0)) == 0
+    assert JudgeConfig().build_nice > 0
+
+
 def test_cancelled_evaluation_leaves_nothing_behind(cache_dir):
     judge = make_judge(cache_dir, run_timeout_s=60)
 
@@ -149,6 +179,9 @@ def test_cancelled_evaluation_leaves_nothing_behind(cache_dir):
         t.cancel()
         with pytest.raises(asyncio.CancelledError):
             await t
+        # the candidate's processes are gone; the judge's reference worker stays for the next one
+        assert [p for p in _children_of_us() if "reference_worker" not in p] == []
+        await judge.aclose()
 
     asyncio.run(go())
     assert not _children_of_us() and not _leftovers(judge)
@@ -203,7 +236,8 @@ def test_compare_in_chunks_gives_the_verdict_of_one_piece(monkeypatch):
     nan_ref[0, 0] = nan_got[0, 0] = float("nan")
     nan_got[20, 3] = float("inf")
     cases = [([ref], [got], None), ([ref], [got], [50.0]), ([ref], [torch.zeros_like(ref)], None),
-             ([nan_ref], [nan_got], None), ([ref.half()], [got.half()], None), ([ref], [ref.clone()], None)]
+             ([nan_ref], [nan_got], None), ([ref.half()], [got.half()], None), ([ref], [ref.clone()], None),
+             ([nan_ref], [nan_ref.clone()], None)]  # the same NaN where the reference has one: a match
     orig = compare._compare_values
     verdicts = []
     for chunk in (1, 5, 64, 1 << 24):
@@ -212,7 +246,8 @@ def test_compare_in_chunks_gives_the_verdict_of_one_piece(monkeypatch):
     assert all(v == verdicts[-1] for v in verdicts), verdicts
     whole = verdicts[-1]
     assert whole[0]["index"] == [36, 28] and whole[0]["max_abs_err"] == pytest.approx(1.0, rel=1e-3)
-    assert whole[3]["what"] == "nonfinite" and whole[5] is None
+    assert whole[3]["what"] == "nonfinite" and whole[5] is None and whole[6] is None
+    assert whole[2]["what"] == "values" and whole[4]["what"] == "values"
 
 
 def _cli(*args, **kw):

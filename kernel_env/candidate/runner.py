@@ -11,10 +11,11 @@ elsewhere and cross-checks the timings.
           into the build cache, and find ModelNew -> {"event": "built"}; a compile error ends the
           evaluation here. Any other failure at import is left for the run process to report (a
           submission may look at the GPU when imported).
-  run     started with the build: torch and the task imported by this trusted code; on "warm" (its
-          evaluation is next in line) the CUDA context made -> {"event": "ready"}; then it waits for
-          "go", which the judge sends once the
-          device slot is its own. Only then is candidate code loaded (from the build cache), so it
+  run     started before its evaluation is known (the judge keeps a few per device): torch imported,
+          the CUDA context made by this trusted code; then the plan (seeds, the task, where the build
+          is) on stdin, the task imported -> {"event": "ready"}; then it waits for "go", which the
+          judge sends once the device slot is its own. Only then is candidate code loaded (the module
+          the build process made, read from its build folder), so it
           never runs while another submission is measured. "go" brings output slots made by the
           judge (CUDA IPC handles, or mapped files on the CPU), each trial's with the input
           distribution the reference worker chose for it. Construct ModelNew, run it on the inputs
@@ -45,6 +46,7 @@ _PRIMITIVES = ("_perf_counter", "_median", "_cuda_sync", "_Event", "_event_recor
                "synchronize", "emit")
 _SAVED = {name: getattr(harness, name) for name in _PRIMITIVES}
 _SAVED_TIME = (time.perf_counter, time.monotonic)
+PLAN_ENV = ("KERNEL_ENV_BUILT_DIR", "KERNEL_ENV_PCH_DIR")  # build settings that come with the plan
 AUDIT_P = 0.15     # share of timing-phase calls preceded by a watched, untimed call on the same inputs
 MAX_AUDITS = 8
 
@@ -100,29 +102,38 @@ def main() -> int:
     mode, workdir, fd = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     if mode == "build":
         return build(workdir, fd)
+    import torch
+
+    # Started before its evaluation is known (the judge keeps a few waiting): everything that does
+    # not depend on the submission happens now, outside any device slot
+    device = harness.device_of(os.environ.get("KERNEL_ENV_DEVICE", "cpu"))
+    # the watch's first use imports torch._dynamo (1-2 s)
+    with watch.Watch():
+        torch.zeros(4).fill_(1)
+    # what a submission's import needs (load_inline's module, Triton)
+    import torch.utils.cpp_extension  # noqa: F401
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        pass
+    if device.type == "cuda":  # the CUDA context and the device code of our own kernels
+        torch.cuda.init()
+        harness.warm_kernels(device)
+
     # The plan holds this evaluation's seeds: it comes on stdin, never through a file another
-    # candidate process could read
+    # candidate process could read; with it, this evaluation's build settings
     try:
         plan = json.loads(sys.stdin.readline() or "{}")
         seeds, init_seed = plan.pop("seeds"), plan.pop("init_seed")
-    except (ValueError, KeyError, AttributeError):
+        for k, v in (plan.get("env") or {}).items():
+            if k in PLAN_ENV:
+                os.environ[k] = str(v)
+    except (ValueError, KeyError, AttributeError, TypeError):
         return 2
-    import torch
-
-    device = harness.device_of(plan["device"])
     if device.type == "cpu":
         torch.set_num_threads(plan.get("cpu_threads", 1))
     task = harness.load_module(plan["task_path"], "reference_problem")
     sys.modules.pop("reference_problem", None)  # the submission has no business with the reference
-    # the watch's first use imports torch._dynamo (1-2 s): while the submission is being built
-    with watch.Watch():
-        torch.zeros(4).fill_(1)
-    if sys.stdin.readline().strip() != "warm":  # the judge says so when this evaluation is next in line
-        return 0
-    if device.type == "cuda":  # the CUDA context and the first kernels' modules, before the device slot
-        torch.cuda.init()
-        torch.randn(16, device=device).clone().fill_(0)
-        harness.synchronize(device)
     harness.emit(fd, {"event": "ready"})
 
     try:
@@ -172,8 +183,19 @@ def main() -> int:
             raise Rejected(why)
         return out
 
+    slots: list = []
+
+    def release_slots() -> None:
+        """Let go of the judge's output slots before the last message: torch gives a block shared
+        through CUDA IPC back to its owner (the reference worker) only once the consumer dropped it."""
+        try:
+            harness.synchronize(device)
+        except BaseException:  # a broken CUDA context (device assert...): releasing would crash
+            return             # this process; the judge restarts the worker that holds the slots
+        slots.clear()
+
     try:
-        slots = harness.open_slots(go["slots"], device)  # trials first, then one row per timing set
+        slots.extend(harness.open_slots(go["slots"], device))  # trials first, then one row per timing set
         n_trials = len(seeds)
         # each trial's input distribution comes with its slots (the reference worker chose it)
         dists = [(go["slots"][i][0].get("dist") if go["slots"][i] else None) or "normal" for i in range(n_trials)]
@@ -253,12 +275,15 @@ def main() -> int:
         phases["timing_s"] = time.monotonic() - t3
         phases["audits"] = state["audits"]
         # the slots hold the last timed output of each input set, checked like the trials
+        release_slots()
         emit({"event": "done", "rechecks": [recheck_headers.get(j, []) for j in range(len(kept))],
               "phases": {k: round(v, 3) if isinstance(v, float) else v for k, v in phases.items()}})
     except Rejected as e:
+        release_slots()
         emit({"event": "error", "phase": phase, "kind": "rejected", "message": f"Rejected: {e}"})
         return 4
     except BaseException as e:
+        release_slots()
         emit({"event": "error", "phase": phase, "kind": "runtime_error", "message": _short_exc(e)})
         return 4
     return 0

@@ -18,7 +18,10 @@ class JudgeConfig:
     # run processes per device that hold a CUDA context at once, the one measuring included: the next
     # ones in line make theirs while it measures (each ~0.5 GB of GPU memory). As many more may start
     # with their build (torch imported while it compiles) when the queue is short.
-    staged_runners: int = 2
+    staged_runners: int = 4
+    # builds run at this niceness: under load the CPU goes first to the process holding the device
+    # slot (Triton compiles at the first call, inside it) and to the reference worker
+    build_nice: int = 10
     max_code_bytes: int = 256 * 1024
     build_timeout_s: float = 300.0          # import of the submission, load_inline compile included
     run_timeout_s: float = 180.0            # correctness trials + timing, on the device

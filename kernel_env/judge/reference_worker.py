@@ -4,21 +4,28 @@
 
 Reads one JSON request per line on stdin and answers one JSON line per result on the protocol pipe:
 
-  {"mode": "warm", ...}      before the device slot: CUDA context and the task's imports only
+  {"mode": "warm", ...}      at start, outside any device slot: CUDA context, the task's imports, the
+                             kernels of compare run once on tiny tensors
   {"mode": "prepare", ...}   the task's profile (FLOPs, bytes, speed of light, reference timing:
                              computed once, cached per task source, device name and torch version)
                              and poisoned output slots for the candidate to fill (harness.make_slots)
   {"mode": "compare", ...}   after the candidate process has exited: reference outputs for the
                              trial seeds, compared with what the candidate left in the slots
+  {"mode": "release"}        the candidate failed: the slots are given back without a comparison
   {"mode": "profile", "tasks": [...]}   profiles only, one answer line per task (the roofline table).
+
+The judge keeps one worker per device for all the evaluations measured there (one at a time); it
+holds no device memory between them.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
 import re
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -68,12 +75,19 @@ def get_peaks(cache_dir: Path, device: torch.device, name: str) -> dict:
     return peaks
 
 
-def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dict) -> dict:
-    cache_dir = Path(req["cache_dir"])
+def _profile_path(req: dict, name: str) -> Path:
     key = f"{req['task_id']}|{req['source_sha']}|{name}|{torch.__version__}|{req.get('cpu_threads', 1)}"
-    path = cache_dir / "profiles" / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
+    return Path(req["cache_dir"]) / "profiles" / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
+
+
+def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dict, extras: bool = False) -> dict:
+    """The task's profile, cached on disk; with `extras` (evaluations) also profile_extras."""
+    path = _profile_path(req, name)
     prof = _read_json(path)
     if prof is not None:
+        if extras and not ("alt_dists" in prof and "out_rms" in prof):
+            prof = profile_extras(prof, task_mod, device)
+            _atomic_write(path, prof)
         return prof
     model = harness.make_model(task_mod.Model, task_mod, PROFILE_SEEDS[0], device)
     sets = [(s, harness.make_inputs(task_mod, s, device)) for s in PROFILE_SEEDS]
@@ -116,8 +130,10 @@ def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dic
         "ref_roofline_frac": sol["t_min_ms"] / timing["median_ms"] if timing["median_ms"] > 0 else None,
         "outputs": [{"dtype": harness.DTYPE_NAMES.get(o.dtype, str(o.dtype)), "shape": list(o.shape)} for o in outs],
     }
-    _atomic_write(path, prof)
     del model, sets, outs
+    if extras:
+        prof = profile_extras(prof, task_mod, device)
+    _atomic_write(path, prof)
     return prof
 
 
@@ -156,58 +172,92 @@ def _all_finite(outs: list) -> bool:
     return all(bool(torch.isfinite(o).all()) for o in outs if o.is_floating_point() or o.is_complex())
 
 
-def _rms(t: torch.Tensor) -> float:
+def _rms(t: torch.Tensor, chunk: int = 1 << 24) -> float:
+    """Root mean square of the finite elements, in float64 a chunk at a time (no full-size copy)."""
     if not t.is_floating_point():
         return 0.0
-    f = t.double()
-    f = f[torch.isfinite(f)]
-    return float(f.pow(2).mean().sqrt()) if f.numel() else 0.0
+    flat = t.reshape(-1)
+    sq = torch.zeros((), dtype=torch.float64, device=t.device)
+    n = torch.zeros((), dtype=torch.int64, device=t.device)
+    for i in range(0, flat.numel(), chunk):
+        c = flat[i:i + chunk].double()
+        fin = torch.isfinite(c)
+        sq += torch.where(fin, c, torch.zeros_like(c)).pow(2).sum()
+        n += fin.sum()
+    n = int(n)
+    return float((sq / n).sqrt()) if n else 0.0
 
 
-def choose_dists(req: dict, task_mod, device: torch.device, prof: dict) -> list:
-    """Per trial, the input distribution (harness.INPUT_DISTS). The first `timing_sets` trials use the
-    task's own inputs (the timing runs on them); the others draw other distributions in a random
-    order, where the task allows it: float inputs that the map changes (|x| of inputs that are
-    already non-negative teaches nothing), a reference output that stays finite (else another
-    distribution, else the task's own: the trial still counts), and no ties when an output is an
-    integer tensor (index outputs such as argmax or topk would be ambiguous)."""
+def task_dists(task_mod, device: torch.device, outputs: list, alts=harness.ALT_DISTS) -> list:
+    """The input distributions (harness.INPUT_DISTS) a task can take, found once per task on the
+    profile's seed and cached with its profile: float inputs that the map changes (|x| of inputs that
+    are already non-negative teaches nothing), a reference output that stays finite (no log of
+    negatives, no overflow), and no ties when an output is an integer tensor (index outputs such as
+    argmax or topk would be ambiguous). A trial whose reference still overflows for its own seed is
+    not counted (compare)."""
+    seed = PROFILE_SEEDS[0]
+    alts = [d for d in alts if d in harness.INPUT_DISTS and d != "normal"]
+    if any(not o["dtype"].startswith(("float", "bfloat", "complex")) for o in outputs):
+        alts = [d for d in alts if d != "edges"]
+    model = harness.make_model(task_mod.Model, task_mod, seed, device)
+    own = [x for x in harness.make_inputs(task_mod, seed, device) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    ok = []
+    for d in alts:
+        args = harness.make_inputs(task_mod, seed, device, d)
+        new = [x for x in args if isinstance(x, torch.Tensor) and x.is_floating_point()]
+        if all(torch.equal(a, b) for a, b in zip(own, new)):
+            continue
+        if _all_finite(harness.flatten_outputs(harness.call(model, args, seed))):
+            ok.append(d)
+        del args, new
+    del model, own
+    return ok
+
+
+def profile_extras(prof: dict, task_mod, device: torch.device) -> dict:
+    """What every evaluation of a task needs besides the timing, computed once and cached with the
+    profile: the distributions the task can take, and the RMS of its own outputs (the scale that
+    other distributions' tolerances are widened against). Profiles cached before these existed get
+    them here."""
+    if "alt_dists" in prof and "out_rms" in prof:
+        return prof
+    model = harness.make_model(task_mod.Model, task_mod, PROFILE_SEEDS[0], device)
+    outs = harness.flatten_outputs(harness.call(model, harness.make_inputs(task_mod, PROFILE_SEEDS[0], device),
+                                                PROFILE_SEEDS[0]))
+    rms = [_rms(o) for o in outs]
+    del model, outs
+    return {**prof, "out_rms": rms, "alt_dists": task_dists(task_mod, device, prof["outputs"])}
+
+
+def choose_dists(req: dict, prof: dict) -> list:
+    """Per trial, the input distribution. The first `timing_sets` trials use the task's own inputs
+    (the timing runs on them); the others take the distributions this task can take (task_dists, in
+    its profile) that the judge allows, in a fresh random order, one after the other."""
     import random
     seeds, k = req["seeds"], req["timing_sets"]
-    alts = [d for d in (req.get("input_dists") or harness.ALT_DISTS) if d in harness.INPUT_DISTS and d != "normal"]
-    if any(not o["dtype"].startswith(("float", "bfloat", "complex")) for o in prof["outputs"]):
-        alts = [d for d in alts if d != "edges"]
+    allowed = req.get("input_dists") or harness.ALT_DISTS
+    alts = [d for d in prof.get("alt_dists", ()) if d in allowed]
     dists = ["normal"] * len(seeds)
     if not alts or len(seeds) <= k:
         return dists
     order = random.SystemRandom().sample(alts, len(alts))
-    model = harness.make_model(task_mod.Model, task_mod, req.get("init_seed", seeds[0]), device)
     for i in range(k, len(seeds)):
-        own = [x for x in harness.make_inputs(task_mod, seeds[i], device)
-               if isinstance(x, torch.Tensor) and x.is_floating_point()]
-        for _ in range(len(order)):
-            d = order.pop(0)
-            order.append(d)  # the next trial starts with the next distribution
-            args = harness.make_inputs(task_mod, seeds[i], device, d)
-            new = [x for x in args if isinstance(x, torch.Tensor) and x.is_floating_point()]
-            if all(torch.equal(a, b) for a, b in zip(own, new)):
-                continue
-            # a distribution the task cannot take (log of negatives, overflow) is not used for this trial
-            if _all_finite(harness.flatten_outputs(harness.call(model, args, seeds[i]))):
-                dists[i] = d
-                break
-        del own
-    del model
+        dists[i] = order[(i - k) % len(order)]
     return dists
 
 
-def compare(req: dict, task_mod, device: torch.device, slots: list, wire: list, dists: list | None = None) -> dict:
-    """Reference outputs for the trial seeds against what the candidate left in the slots (it has exited)."""
+def compare(req: dict, task_mod, device: torch.device, slots: list, wire: list, dists: list | None = None,
+            prof: dict | None = None, phases: dict | None = None) -> dict:
+    """Reference outputs for the trial seeds against what the candidate left in the slots (it has exited).
+    `phases` gets the seconds spent making inputs, in the reference's forwards and comparing."""
     model = harness.make_model(task_mod.Model, task_mod, req["init_seed"], device)
     tol = req["tolerance"]
     seeds = req["seeds"]
     dists = dists or ["normal"] * len(seeds)
+    own_rms = (prof or {}).get("out_rms") or []
     trials, rechecks = req.get("trials") or [], req.get("rechecks") or []
     passed, skipped = 0, 0
+    clock = _Clock(device, phases if phases is not None else {})
     checks = [(i, seed, "trial") for i, seed in enumerate(seeds)]
     checks += [(len(seeds) + j, seeds[j], "recheck") for j in range(req["timing_sets"])]
     for row, seed, kind in checks:
@@ -216,18 +266,21 @@ def compare(req: dict, task_mod, device: torch.device, slots: list, wire: list, 
         if kind == "trial":
             dist = dists[idx]
             args = harness.make_inputs(task_mod, seed, device, dist)
-            ref = harness.flatten_outputs(harness.call(model, harness.clone_args(args), seed))
+            clock("inputs_s")
+            ref = harness.flatten_outputs(harness.call(model, args, seed))  # args are not used again
             del args
+            clock("forward_s")
             headers = trials[idx] if idx < len(trials) else None
             if dist != "normal":
                 if not _all_finite(ref):  # the reference itself overflowed: the trial is not counted
                     skipped += 1
+                    del ref
                     continue
                 # the tolerances are set for the task's own output scale: scale atol with the output
                 # (1024x inputs give a 1024x..1e6x output and rounding errors to match)
-                own = harness.flatten_outputs(harness.call(model, harness.make_inputs(task_mod, seed, device), seed))
-                scale = [max(1.0, _rms(r) / _rms(o)) if _rms(o) > 0 else 1.0 for r, o in zip(ref, own)]
-                del own
+                scale = [max(1.0, _rms(r) / o) if isinstance(o, (int, float)) and o > 0 else 1.0
+                         for r, o in zip(ref, own_rms + [None] * len(ref))]
+                clock("compare_s")
         else:
             headers = rechecks[idx] if idx < len(rechecks) else None
             salt = headers[0].get("salt") if isinstance(headers, list) and headers and isinstance(headers[0], dict) else None
@@ -236,13 +289,16 @@ def compare(req: dict, task_mod, device: torch.device, slots: list, wire: list, 
                         "the outputs of the timed calls were not reported"}, "dists": dists}
             # the checked call's own inputs (harness.perturb_inputs): any timed call may be the one checked
             args = harness.perturb_inputs(harness.make_inputs(task_mod, seed, device), salt)
+            clock("inputs_s")
             ref = harness.flatten_outputs(harness.call(model, args, seed))
             del args
+            clock("forward_s")
         bad = _claimed_mismatch(ref, headers)
         if bad is None and not _slots_intact(wire[row]):
             bad = {"what": "tampered", "message": "an output slot was truncated or removed"}
         if bad is None:
             bad = compare_outputs(ref, slots[row], tol, atol_scale=scale)
+        clock("compare_s")
         if bad:
             bad[kind] = idx
             if kind == "recheck":
@@ -252,7 +308,34 @@ def compare(req: dict, task_mod, device: torch.device, slots: list, wire: list, 
                 bad["message"] += f" [inputs of this trial: {harness.INPUT_DISTS[dist]}]"
             return {"passed": passed, "mismatch": bad, "dists": dists}
         passed += kind == "trial"
+        del ref  # before the next trial's inputs: outputs of GBs
     return {"passed": passed, "mismatch": None, "dists": dists, "skipped": skipped}
+
+
+def warm_kernels(device: torch.device, tol: dict) -> None:
+    """The kernels of compare, once on tiny tensors: their loading happens before the device slot."""
+    harness.warm_kernels(device)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        x = torch.randn(64, device=device).to(dtype)
+        compare_outputs([x], [x.clone()], tol)
+        _all_finite([x])
+        _rms(x)
+    harness.synchronize(device)
+
+
+class _Clock:
+    """Adds the seconds since its last call to phases[name] (the device synchronised first)."""
+
+    def __init__(self, device: torch.device, phases: dict):
+        self.device, self.phases = device, phases
+        harness.synchronize(device)
+        self.t = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        harness.synchronize(self.device)
+        t = time.monotonic()
+        self.phases[name] = round(self.phases.get(name, 0.0) + t - self.t, 4)
+        self.t = t
 
 
 def main() -> int:
@@ -269,9 +352,20 @@ def main() -> int:
         if req["mode"] == "warm":  # before the device slot: the context and the task's imports, nothing measured
             try:
                 harness.load_module(req["task_path"], "reference_problem")
+                warm_kernels(device, req["tolerance"])
                 res = {"ok": True}
             except Exception as e:
                 res = {"ok": False, "error": "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]}
+            harness.emit(fd, res)
+            continue
+        if req["mode"] == "release":  # the candidate failed before compare: its slots go
+            held.clear()
+            res = {"ok": True}
+            if device.type == "cuda":
+                gc.collect()
+                torch.cuda.ipc_collect()
+                torch.cuda.empty_cache()
+                res["held_bytes"] = torch.cuda.memory_reserved(device)
             harness.emit(fd, res)
             continue
         try:
@@ -281,43 +375,78 @@ def main() -> int:
             continue
         mode = req["mode"]
         for t in (req["tasks"] if mode == "profile" else [req]):
-            try:
-                task_mod = harness.load_module(t["task_path"], "reference_problem")
-                if mode == "compare":
-                    if held.get("task_sha") is None or _file_sha(t["task_path"]) != held.get("task_sha"):
-                        # the problem file changed while the candidate ran: never compare against it
-                        res = {"ok": True, "compare": {"passed": 0, "mismatch": {
-                            "what": "tampered", "trial": 0, "message": "the problem's files changed while your "
-                            "code was imported or ran: editing files outside your folder is not allowed"}}}
-                    else:
-                        res = {"ok": True, "compare": compare(req, task_mod, device, held["slots"], held["wire"],
-                                                              held.get("dists"))}
-                else:
-                    prof = get_profile({**req, **t}, task_mod, device, name, peaks)
-                    res = {"ok": True, "task_id": t["task_id"], "profile": prof, "peaks": peaks}
-                    if mode == "prepare":
-                        # source_sha is the judge's hash of the problem file: when it is taken before the
-                        # candidate starts, an edit made while the submission was imported shows here
-                        sha = _file_sha(t["task_path"])
-                        held["task_sha"] = sha if sha and sha.startswith(str(t.get("source_sha", ""))) else None
-                        n = len(req["seeds"]) + req["timing_sets"]
-                        held["slots"], held["wire"] = harness.make_slots(prof["outputs"], n, device,
-                                                                         Path(req["slot_dir"]))
-                        held["dists"] = res["dists"] = choose_dists(req, task_mod, device, prof)
-                        # The candidate learns each trial's input distribution from its slots: the
-                        # judge forwards "slots" to it unchanged (see candidate/runner.py).
-                        for row, d in zip(held["wire"], held["dists"]):
-                            for w in row:
-                                w["dist"] = d
-                        res["slots"] = held["wire"]
-            except Exception as e:
-                res = {"ok": False, "task_id": t.get("task_id"), "error": "".join(
-                    traceback.format_exception_only(type(e), e)).strip()[-2000:]}
-            finally:
-                if device.type == "cuda" and mode != "prepare":
-                    torch.cuda.empty_cache()
+            for attempt in range(OOM_RETRIES + 1):
+                try:
+                    res = handle(mode, req, t, device, name, peaks, held)
+                    break
+                except torch.OutOfMemoryError as e:
+                    # the memory of a candidate process that was just killed comes back to the device a
+                    # little later: wait for it rather than fail the evaluation
+                    res = {"ok": False, "task_id": t.get("task_id"), "error": _exc_line(e)}
+                    gc.collect()
+                    if device.type == "cuda":
+                        torch.cuda.empty_cache()
+                    time.sleep(0.5 * (attempt + 1))
+                except Exception as e:
+                    res = {"ok": False, "task_id": t.get("task_id"), "error": _exc_line(e)}
+                    break
+            if device.type == "cuda" and mode != "prepare":
+                gc.collect()
+                torch.cuda.ipc_collect()  # slots the candidate process let go of (see below)
+                torch.cuda.empty_cache()
+                # A slot whose candidate process died holding it stays allocated (torch frees a block
+                # shared through CUDA IPC once the consumer has released it): the judge then ends
+                # this worker, and its memory with it, before the next measurement
+                res["held_bytes"] = torch.cuda.memory_reserved(device)
             harness.emit(fd, res)
     return 0
+
+
+OOM_RETRIES = 6  # about 10 s in all
+
+
+def _exc_line(e: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
+
+
+def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks: dict, held: dict) -> dict:
+    """One prepare, compare or profile request; `held` keeps an evaluation's slots from prepare to compare."""
+    task_mod = harness.load_module(t["task_path"], "reference_problem")
+    if mode == "compare":
+        if held.get("task_sha") is None or _file_sha(t["task_path"]) != held.get("task_sha"):
+            # the problem file changed while the candidate ran: never compare against it
+            res = {"ok": True, "compare": {"passed": 0, "mismatch": {
+                "what": "tampered", "trial": 0, "message": "the problem's files changed while your "
+                "code was imported or ran: editing files outside your folder is not allowed"}}}
+        else:
+            phases = {}
+            res = {"ok": True, "compare": compare(req, task_mod, device, held["slots"], held["wire"],
+                                                  held.get("dists"), held.get("prof"), phases),
+                   "phases": phases}
+        held.clear()  # the slots go: empty_cache gives their memory back before we answer
+        return res
+    t0 = time.monotonic()
+    prof = get_profile({**req, **t}, task_mod, device, name, peaks, extras=mode == "prepare")
+    res = {"ok": True, "task_id": t["task_id"], "profile": prof, "peaks": peaks}
+    if mode == "prepare":
+        held.clear()
+        held["prof"] = prof
+        t1 = time.monotonic()
+        # source_sha is the judge's hash of the problem file: when it is taken before the
+        # candidate starts, an edit made while the submission was imported shows here
+        sha = _file_sha(t["task_path"])
+        held["task_sha"] = sha if sha and sha.startswith(str(t.get("source_sha", ""))) else None
+        n = len(req["seeds"]) + req["timing_sets"]
+        held["slots"], held["wire"] = harness.make_slots(prof["outputs"], n, device, Path(req["slot_dir"]))
+        held["dists"] = res["dists"] = choose_dists(req, prof)
+        res["phases"] = {"profile_s": round(t1 - t0, 4), "slots_s": round(time.monotonic() - t1, 4)}
+        # The candidate learns each trial's input distribution from its slots: the
+        # judge forwards "slots" to it unchanged (see candidate/runner.py).
+        for row, d in zip(held["wire"], held["dists"]):
+            for w in row:
+                w["dist"] = d
+        res["slots"] = held["wire"]
+    return res
 
 
 if __name__ == "__main__":

@@ -49,9 +49,12 @@ def child_env(workdir: Path, extra: dict) -> dict:
     return env
 
 
-def _limits(max_file_bytes: int | None, mem_bytes: int | None = None, nofile: int = 1024, untrusted: bool = False):
+def _limits(max_file_bytes: int | None, mem_bytes: int | None = None, nofile: int = 1024, untrusted: bool = False,
+            nice: int = 0):
     def apply():
         os.setsid()  # new session: one killpg reaches every child it forks
+        if nice:
+            os.nice(nice)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         if max_file_bytes:
@@ -159,13 +162,13 @@ class Proc:
 
     @classmethod
     async def start(cls, argv: list, workdir: Path, env: dict, out_cap: int, max_file_bytes: int | None = None,
-                    mem_bytes: int | None = None, untrusted: bool = False):
+                    mem_bytes: int | None = None, untrusted: bool = False, nice: int = 0):
         rfd, wfd = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, str(wfd), cwd=str(workdir), env=env, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, pass_fds=(wfd,),
-                preexec_fn=_limits(max_file_bytes, mem_bytes, untrusted=untrusted))
+                preexec_fn=_limits(max_file_bytes, mem_bytes, untrusted=untrusted, nice=nice))
         except BaseException:
             os.close(rfd)
             os.close(wfd)
@@ -250,6 +253,12 @@ class Proc:
             await asyncio.wait_for(self.proc.wait(), 10)
         except asyncio.TimeoutError:
             pass
+        # a wrapper (unshare) can exit before the process it started: that one is still giving its
+        # GPU memory back; wait until no process of the group is left
+        for _ in range(100):
+            if not _group_running(self.proc.pid):
+                break
+            await asyncio.sleep(0.05)
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -258,6 +267,30 @@ class Proc:
     @property
     def returncode(self):
         return self.proc.returncode
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a process of this process group is still running (zombies do not count: their memory
+    is given back, and in a container nobody may reap them)."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for pid in entries:
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def describe_exit(rc: int | None) -> str:

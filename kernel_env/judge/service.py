@@ -3,13 +3,14 @@
 One submission travels:
   1. format + static checks on the source (here, no process)
   2. build: a candidate process without a GPU imports the submission (load_inline compiles into the
-     build cache) - holds a CPU build slot
+     build cache) - holds a CPU build slot, runs at a lower priority; skipped for a source this judge
+     has built before
   3. run: a second candidate process (torch imported, no candidate code yet; started with the build
      when few are waiting) makes its CUDA context while the evaluations ahead are measured; once the
-     device slot is free (one measurement per GPU at a time), the reference worker (a trusted
-     process that never sees candidate code) hands out poisoned output slots; the candidate process
-     imports the submission from the cache, runs the correctness trials on fresh seeds, copies its
-     outputs into the slots, times itself, exits.
+     device slot is free (one measurement per GPU at a time), the device's reference worker (a
+     trusted process, one per GPU, that never sees candidate code) hands out poisoned output slots;
+     the candidate process imports the submission from the cache, runs the correctness trials on
+     fresh seeds, copies its outputs into the slots, times itself, exits.
      Candidate code never runs on a GPU outside its own device slot.
   4. judge: the reference worker makes the reference outputs for the same seeds and compares them with
      the slots; the task's profile (t_ref, FLOPs, bytes) comes from a cache
@@ -28,6 +29,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections import OrderedDict
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -40,6 +42,8 @@ from .sandbox import PYTHON, Proc, child_env, describe_exit, gpu_device_nodes, i
 from .verdict import ErrorKind, Stage, Verdict
 
 log = logging.getLogger("kernel_env.judge")
+BUILT_MEMORY = 4096  # sources remembered as built
+REFERENCE_HELD_MAX = 1 << 30  # device memory a reference worker may keep between evaluations
 
 
 class JudgeInternalError(RuntimeError):
@@ -64,13 +68,24 @@ class Judge:
         self._arch_list = cuda_arch_list(self.cfg.gpus[0]) if self.cfg.device == "cuda" else None
         self._hide = gpu_device_nodes()  # from the build process
         self._dev_locks = {g: asyncio.Lock() for g in slots}
-        # run processes started per device, the one measuring included: the next ones start theirs early
+        # one trusted reference worker per device, shared by the evaluations measured there
+        self._refs: dict[int, Proc | None] = {g: None for g in slots}
+        self._ref_locks: dict[int, tuple] = {}  # device -> (event loop, lock around starting its worker)
+        # evaluations per device with a run process of their own, the one measuring included
         self._stage = {g: asyncio.Semaphore(max(1, self.cfg.staged_runners)) for g in slots}
-        self._early = {g: 0 for g in slots}  # run processes started with their build, not yet staged
+        # idle run processes per device (torch imported, CUDA context made), and how many are starting
+        self._pool: dict[int, list[Proc]] = {g: [] for g in slots}
+        self._pool_starting = {g: 0 for g in slots}
+        self._pool_loop = None
+        self._sync = False  # evaluate_sync: one evaluation per event loop, no pool kept between them
+        self._bg: set[asyncio.Task] = set()  # run processes being started for the pool
         self._dev_pending = {g: 0 for g in slots}
         self._dev_busy_s = {g: 0.0 for g in slots}
         self._t0 = time.monotonic()
         self._profiles: dict[str, dict] = {}  # task id -> profile, for this judge's device
+        # sources whose build process succeeded here: the same text again goes straight to its run
+        # process, which imports the cached build (a build folder removed since is built there again)
+        self._built: OrderedDict[str, bool] = OrderedDict()
         self._profile_locks: dict[str, asyncio.Lock] = {}
         self._inflight: set[asyncio.Task] = set()
         self._stats = {"evaluations": 0, "by_stage": {}, "waiting_build": 0, "waiting_device": 0, "running": 0,
@@ -99,7 +114,15 @@ class Judge:
         return v
 
     def evaluate_sync(self, task_id: str, code) -> Verdict:
-        return asyncio.run(self.evaluate(task_id, code))
+        """One evaluation in an event loop of its own; the processes it started end with it."""
+        async def one():
+            self._sync = True
+            try:
+                return await self.evaluate(task_id, code)
+            finally:
+                await self._stop_standing()
+                self._sync = False
+        return asyncio.run(one())
 
     async def task_profile(self, task_id: str) -> dict:
         """FLOPs, bytes, t_min, bound, t_ref and ref_roofline_frac of a task on this judge's device.
@@ -166,6 +189,19 @@ class Judge:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._stop_standing()
+
+    async def _stop_standing(self) -> None:
+        """End the processes kept between evaluations: reference workers, idle run processes."""
+        for t in list(self._bg):
+            t.cancel()
+        await asyncio.gather(*self._bg, return_exceptions=True)
+        for gpu, w in list(self._refs.items()):
+            if w is not None:
+                await self._drop_reference(gpu, w)
+        for gpu, idle in self._pool.items():
+            while idle:
+                await self._discard(idle.pop())
 
     # ---------------------------------------------------------------- stages
     def _check(self, task: Task, code) -> Verdict | None:
@@ -210,11 +246,9 @@ class Judge:
         ext_dir = self.cfg.cache_dir / "torch_extensions" / build_key(source)
         triton_dir = cfg.cache_dir / "triton"
         v = Verdict(task.task_id, Stage.BUILD.value)
-        workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=self.work_root))
         builddir = Path(tempfile.mkdtemp(prefix="build-", dir=self.work_root))
-        refdir = Path(tempfile.mkdtemp(prefix="ref-", dir=self.work_root))
         builder = cand = ref = None
-        early = False  # this evaluation's run process was started with its build
+        released = False  # the reference worker has given its device memory back
         # both candidate processes compile with the same header, or the run process would build again
         pch_dir = self._pch.dir if self._pch else None
         gpu = self._pick_device()
@@ -226,60 +260,58 @@ class Judge:
             # the candidate starts, so an edit made while the submission is imported shows in "prepare"
             ref_req = {**self._ref_common(), **self._task_req(task), "seeds": seeds, "init_seed": init_seed,
                        "timing_sets": min(2, len(seeds))}
-            for d in (workdir, builddir):
-                (d / "submission.py").write_text(source)
+            (builddir / "submission.py").write_text(source)
             for d in (ext_dir, triton_dir):
                 d.mkdir(parents=True, exist_ok=True)
+            # the plan comes to the run process on stdin: the seeds never touch the disk. Its build
+            # settings are this evaluation's: it was started before the submission was known
             plan = {"task_path": str(task.path), "device": cfg.device, "seeds": seeds, "init_seed": init_seed,
                     "timing_sets": ref_req["timing_sets"], "l2_flush_bytes": cfg.l2_flush_bytes,
-                    "cpu_threads": cfg.cpu_threads, "timing": self._timing()}
-            (workdir / "slots").mkdir()
+                    "cpu_threads": cfg.cpu_threads, "timing": self._timing(),
+                    "env": {"KERNEL_ENV_BUILT_DIR": str(ext_dir), "KERNEL_ENV_PCH_DIR": str(pch_dir or "")}}
+            self._fill_pool(gpu)  # an idle run process for this evaluation, started while it builds
 
-            async def start_run() -> Proc:  # the plan comes on stdin: the seeds never touch the disk
-                proc = await self._start_candidate("run", workdir, gpu, ext_dir, triton_dir, pch_dir)
-                await proc.send(json.dumps(plan))
-                return proc
-
-            # the trusted worker and the run process start now so that their imports overlap with the
-            # build; the run process loads no candidate code before "go"
-            ref = await Proc.start([PYTHON, "-m", "kernel_env.judge.reference_worker"], refdir,
-                                   self._env(refdir, gpu, trusted=True), cfg.output_cap_bytes)
-            if self._early[gpu] < cfg.staged_runners:  # a few, not one per session: 64 torch imports at once
-                self._early[gpu] += 1                  # starve the builds and the server (H200, 64 sessions)
-                early = True
-                cand = await start_run()
-
-            # ---- build (CPU slot; the process sees no GPU)
-            t_w = time.monotonic()
-            async with self._queued("waiting_build", self._build_sem):
-                t_b = time.monotonic()
-                v.timings["build_wait_s"] = round(t_b - t_w, 3)  # for a CPU build slot
-                builder = await self._start_candidate("build", builddir, gpu, ext_dir, triton_dir, pch_dir)
-                msg = await builder.next_message(cfg.build_timeout_s)
-                builder.build_over = msg.get("event") in ("built", "error")
-                if msg.get("event") == "timeout":
-                    await builder.close()
-                    clear_build_locks(ext_dir)
-                v.timings["build_s"] = round(time.monotonic() - t_b, 3)
-            self._stats["builds"] += 1
-            self._stats["build_wait_s_total"] += v.timings["build_wait_s"]
-            self._stats["build_s_total"] += v.timings["build_s"]
-            if msg.get("event") != "built":
-                return await self._fail_build(v, builder, msg)
-            await builder.close()
+            # ---- build (CPU slot; the process sees no GPU), unless this very source was built here before
+            # (with the same precompiled header: main.cpp differs without it)
+            src_key = hashlib.sha256(f"{pch_dir}\x00{source}".encode()).hexdigest()
+            if src_key in self._built:
+                self._built.move_to_end(src_key)
+                v.timings["build_wait_s"] = v.timings["build_s"] = 0.0
+                v.details["build_cached"] = True
+            else:
+                t_w = time.monotonic()
+                async with self._queued("waiting_build", self._build_sem):
+                    t_b = time.monotonic()
+                    v.timings["build_wait_s"] = round(t_b - t_w, 3)  # for a CPU build slot
+                    builder = await self._start_candidate("build", builddir, gpu, ext_dir, triton_dir, pch_dir)
+                    msg = await builder.next_message(cfg.build_timeout_s)
+                    builder.build_over = msg.get("event") in ("built", "error")
+                    if msg.get("event") == "timeout":
+                        await builder.close()
+                        clear_build_locks(ext_dir)
+                    v.timings["build_s"] = round(time.monotonic() - t_b, 3)
+                self._stats["builds"] += 1
+                self._stats["build_wait_s_total"] += v.timings["build_wait_s"]
+                self._stats["build_s_total"] += v.timings["build_s"]
+                if msg.get("event") != "built":
+                    return await self._fail_build(v, builder, msg)
+                await builder.close()
+                if not msg.get("import_failed"):
+                    self._built[src_key] = True
+                    while len(self._built) > BUILT_MEMORY:
+                        self._built.popitem(last=False)
 
             # ---- run (exclusive device slot)
             t_q = time.monotonic()
             async with self._queued("waiting_device", self._stage[gpu]):
-                if early:
-                    self._early[gpu] -= 1
-                    early = False
-                else:
-                    cand = await start_run()
-                # both processes make their CUDA context while the evaluations ahead are measured
-                await cand.send("warm")
+                # a run process from the pool (torch imported, CUDA context made): it gets the submission
+                # and the plan, imports the task and says "ready" while the evaluations ahead are measured
+                cand = await self._take_runner(gpu)
+                (cand.workdir / "submission.py").write_text(source)
+                (cand.workdir / "slots").mkdir(exist_ok=True)
+                await cand.send(json.dumps(plan))
                 ready, _ = await asyncio.gather(cand.next_message(cfg.reference_timeout_s),
-                                                self._ask(ref, {"mode": "warm", **ref_req}))
+                                                self._reference(gpu, ref_req))
                 if ready.get("event") != "ready":
                     raise JudgeInternalError("the run process did not start: " + str(ready.get("event"))
                                              + " " + cand.output()[-1500:])
@@ -288,16 +320,20 @@ class Judge:
                         v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
                         self._stats["device_wait_s_total"] += v.timings["queue_s"]
                         t_r = time.monotonic()
+                        ref = await self._reference(gpu, ref_req)
                         # init_seed too: the input distributions are checked on the model that "compare" will use
                         prep = await self._ask(ref, {"mode": "prepare", **ref_req,
-                                                     "slot_dir": str(workdir / "slots")})
+                                                     "slot_dir": str(cand.workdir / "slots")})
                         v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
+                        v.details["ref_phases"] = {"prepare": prep.get("phases")}
                         t_c = time.monotonic()
                         run = await self._run_candidate(cand, prep["slots"])
                         await cand.close()  # the candidate is gone before the reference is computed
                         v.timings["run_s"] = round(time.monotonic() - t_c, 3)
                         if run.get("phases"):
                             v.details["run_phases"] = run["phases"]
+                        if run.get("failed") and run.get("stage") == Stage.BUILD.value:
+                            self._built.pop(src_key, None)
                         if run.get("failed"):
                             v.stage, v.error_kind = run.get("stage", Stage.RUN.value), run["kind"]
                             v.feedback = run["feedback"]
@@ -308,11 +344,21 @@ class Judge:
                                                     "rechecks": run.get("rechecks")})
                         res["profile"] = self._profiles[task.task_id] = prep["profile"]
                         v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
+                        v.details["ref_phases"]["compare"] = res.get("phases")
                         self._stats["measures"] += 1
                         self._stats["measure_s_total"] += time.monotonic() - t_r
+                        released = True  # the worker gave back the slots' memory before answering
+                        if res.get("held_bytes", 0) > REFERENCE_HELD_MAX:
+                            await asyncio.shield(self._drop_reference(gpu, ref))
+                    except JudgeInternalError:
+                        if ref is not None:  # its state is unknown: the next evaluation gets a fresh one
+                            await asyncio.shield(self._drop_reference(gpu, ref))
+                            ref = None
+                        raise
                     finally:  # what holds device memory is gone before the next measurement starts
-                        for p in (cand, ref):
-                            await asyncio.shield(p.close())
+                        await asyncio.shield(cand.close())
+                        if ref is not None and not released:
+                            await asyncio.shield(self._release(gpu, ref))
             return self._verdict(v, run, res)
         except asyncio.CancelledError:
             raise
@@ -324,19 +370,84 @@ class Judge:
             return v
         finally:
             self._dev_pending[gpu] -= 1
-            if early:
-                self._early[gpu] -= 1
             # killed while compiling: torch's build lock would make every later build of this source wait
             killed_building = (builder is not None and builder.returncode is None
                                and not getattr(builder, "build_over", False)) or \
                               (cand is not None and getattr(cand, "importing", False))
-            for p in (builder, cand, ref):
+            for p in (builder, cand):
                 if p is not None:
                     await asyncio.shield(p.close())
             if killed_building:
                 clear_build_locks(ext_dir)
-            for d in (workdir, builddir, refdir):
-                shutil.rmtree(d, ignore_errors=True)
+            for d in (builddir, getattr(cand, "workdir", None)):
+                if d is not None:
+                    shutil.rmtree(d, ignore_errors=True)
+
+    # ---------------------------------------------------------------- run processes
+    def _fill_pool(self, gpu: int) -> None:
+        """Start run processes in the background until `staged_runners` are idle or starting on the
+        device (one under evaluate_sync). An idle one has torch imported and its CUDA context made,
+        and waits for a plan: it costs an evaluation no start-up, and 64 sessions never start 64 torch
+        imports at once."""
+        loop = asyncio.get_running_loop()
+        if self._pool_loop is not loop:  # processes started under an event loop that has ended
+            for idle in self._pool.values():
+                while idle:
+                    p = idle.pop()
+                    p.kill()
+                    shutil.rmtree(p.workdir, ignore_errors=True)
+            self._pool_starting = {g: 0 for g in self._pool}
+            self._pool_loop = loop
+        # on the CPU device the measurement is the CPU's: idle processes would only take from it
+        target = 1 if self._sync or self.cfg.device == "cpu" else max(1, self.cfg.staged_runners)
+        for _ in range(target - len(self._pool[gpu]) - self._pool_starting[gpu]):
+            self._pool_starting[gpu] += 1
+            t = asyncio.ensure_future(self._add_runner(gpu))
+            self._bg.add(t)
+            t.add_done_callback(self._bg.discard)
+
+    async def _add_runner(self, gpu: int) -> None:
+        try:
+            p = await self._start_runner(gpu)
+        except Exception as e:  # noqa: BLE001 (logged: the evaluation that needs one starts its own)
+            log.error("could not start a run process: %s", e)
+            return
+        finally:
+            self._pool_starting[gpu] -= 1
+        self._pool[gpu].append(p)
+
+    async def _take_runner(self, gpu: int) -> Proc:
+        """An idle run process of the device (the oldest: the furthest along), else a new one."""
+        self._fill_pool(gpu)
+        while self._pool[gpu]:
+            p = self._pool[gpu].pop(0)
+            if p.returncode is None:
+                break
+            await self._discard(p)
+        else:
+            p = await self._start_runner(gpu)
+        if not self._sync:
+            self._fill_pool(gpu)
+        return p
+
+    async def _start_runner(self, gpu: int) -> Proc:
+        """A run process before its evaluation is known: its own folder (where the submission will be
+        written), its own build folder in it; the evaluation's build folder is only read (fast_build's
+        manifest) and its settings come with the plan."""
+        workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=self.work_root))
+        try:
+            (workdir / "torch_extensions").mkdir()
+            p = await self._start_candidate("run", workdir, gpu, workdir / "torch_extensions",
+                                            self.cfg.cache_dir / "triton", None)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        p.workdir = workdir
+        return p
+
+    async def _discard(self, p: Proc) -> None:
+        await p.close()
+        shutil.rmtree(p.workdir, ignore_errors=True)
 
     async def _start_candidate(self, mode: str, workdir: Path, gpu: int, ext_dir: Path, triton_dir: Path,
                                pch_dir: str | None) -> Proc:
@@ -349,7 +460,8 @@ class Judge:
         if mode == "build":
             env["CUDA_VISIBLE_DEVICES"] = ""
         return await Proc.start(argv, workdir, env, cfg.output_cap_bytes, max_file_bytes=cfg_max_file_bytes(cfg),
-                                mem_bytes=cfg.candidate_memory_bytes if cfg.device == "cpu" else None, untrusted=True)
+                                mem_bytes=cfg.candidate_memory_bytes if cfg.device == "cpu" else None, untrusted=True,
+                                nice=cfg.build_nice if mode == "build" else 0)
 
     async def _fail_build(self, v: Verdict, cand: Proc, msg: dict) -> Verdict:
         ev = msg.get("event")
@@ -455,11 +567,56 @@ class Judge:
             return False
         return sum(times) / 1e3 <= got["timing_wall_s"] * 1.05 + 0.01
 
-    async def _ask(self, ref: Proc, req: dict) -> dict:
+    async def _reference(self, gpu: int, ref_req: dict) -> Proc:
+        """The device's reference worker, started (and warmed: CUDA context, the kernels of compare)
+        when first needed or after a failure. It never sees candidate code and serves one evaluation
+        at a time, inside the device slot; between evaluations it holds no device memory. The
+        evaluations of one device share it: no torch import and CUDA context per evaluation."""
+        loop = asyncio.get_running_loop()
+        if self._ref_locks.get(gpu, (None,))[0] is not loop:  # a Judge used from several loops (evaluate_sync)
+            self._ref_locks[gpu] = (loop, asyncio.Lock())
+        async with self._ref_locks[gpu][1]:
+            w = self._refs.get(gpu)
+            if w is not None and (w.returncode is not None or w.loop is not loop):
+                await self._drop_reference(gpu, w)
+                w = None
+            if w is None:
+                d = Path(tempfile.mkdtemp(prefix="refworker-", dir=self.work_root))
+                w = await Proc.start([PYTHON, "-m", "kernel_env.judge.reference_worker"], d,
+                                     self._env(d, gpu, trusted=True), self.cfg.output_cap_bytes)
+                w.loop, w.workdir = loop, d
+                self._refs[gpu] = w
+                try:
+                    await self._ask(w, {"mode": "warm", **ref_req})
+                except JudgeInternalError:
+                    await self._drop_reference(gpu, w)
+                    raise
+        return w
+
+    async def _release(self, gpu: int, ref: Proc) -> None:
+        """The worker lets go of an evaluation's slots (the candidate failed before compare); if it
+        cannot (a candidate that died holding them), it ends, and its memory with it."""
+        try:
+            res = await self._ask(ref, {"mode": "release", "device": self.cfg.device}, timeout=60)
+            if res.get("held_bytes", 0) > REFERENCE_HELD_MAX:
+                await self._drop_reference(gpu, ref)
+        except JudgeInternalError:
+            await self._drop_reference(gpu, ref)
+
+    async def _drop_reference(self, gpu: int, ref: Proc) -> None:
+        if self._refs.get(gpu) is ref:
+            self._refs[gpu] = None
+        if getattr(ref, "loop", None) is asyncio.get_running_loop():
+            await ref.close()
+        else:  # its pipes belong to an event loop that has ended: kill it directly
+            ref.kill()
+        shutil.rmtree(getattr(ref, "workdir", ""), ignore_errors=True) if getattr(ref, "workdir", None) else None
+
+    async def _ask(self, ref: Proc, req: dict, timeout: float | None = None) -> dict:
         """One request to the reference worker. Its failures are the judge's, never the candidate's."""
         if not await ref.send(json.dumps(req)):
             raise JudgeInternalError("reference worker died: " + ref.output()[-1500:])
-        msg = await ref.next_message(self.cfg.reference_timeout_s)
+        msg = await ref.next_message(timeout or self.cfg.reference_timeout_s)
         if msg.get("event") in ("timeout", "eof", "garbage"):
             raise JudgeInternalError(f"reference worker {msg.get('event')}: " + ref.output()[-1500:])
         if not msg.get("ok"):
@@ -518,6 +675,7 @@ class Judge:
         if self._arch_list:
             extra["TORCH_CUDA_ARCH_LIST"] = self._arch_list
         if not trusted:
+            extra["KERNEL_ENV_DEVICE"] = c.device
             extra["KERNEL_ENV_FAST_BUILD"] = "0" if c.fast_build == "off" else "1"
             extra["KERNEL_ENV_CUDA_PRELUDE"] = c.fast_build
             if pch_dir:

@@ -269,4 +269,7 @@ def _history_entry(turn: int, v: Verdict, reward: float, reason: str) -> dict:
             # the spread of this evaluation's timed calls ((p90 - p10) / median) and how many there were
             "timing_spread": (v.details or {}).get("timing_spread"), "timed_calls": (v.details or {}).get("timed_calls"),
             # seconds of the run process's phases in the device slot (import, construct, trials, timing)
-            "run_phases": (v.details or {}).get("run_phases")}
+            "run_phases": (v.details or {}).get("run_phases"),
+            # and of the reference worker's (profile and slots; inputs, forwards and comparison)
+            "ref_phases": (v.details or {}).get("ref_phases"),
+            "build_cached": bool((v.details or {}).get("build_cached"))}
