@@ -109,3 +109,30 @@ def test_light_cuda_source_replaces_torch_umbrella_headers():
     assert len(body) == len(src.splitlines())                       # line numbers of errors unchanged
     with pytest.raises(ValueError):
         light_cuda_source([src], "../../etc")
+
+
+def test_the_run_process_imports_what_the_build_process_recorded(tmp_path, monkeypatch):
+    """fast_build's manifest: the build process notes which module each load_inline call made; a run
+    process whose call is the same (arguments and build settings) imports it from the build folder,
+    which it may only read, without torch's build step; any other call builds as usual."""
+    from types import SimpleNamespace
+    from kernel_env.candidate import fast_build as fb
+    call = {"name": "ext", "cpp_sources": ["int f();"], "cuda_sources": [], "functions": ["f"], "verbose": False}
+    folder = tmp_path / "built" / "ext"
+    folder.mkdir(parents=True)
+    (folder / "ext_mod.py").write_text("X = 42\n")  # stands in for the .so: any module file imports the same way
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "built"))
+    key = fb._call_key(call)
+    fb._record_built(call, key, SimpleNamespace(__name__="ext_mod", __file__=str(folder / "ext_mod.py")))
+    assert key in (folder / fb.BUILT_MANIFEST).read_text()
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "own"))  # the run process's own folder
+    monkeypatch.setenv("KERNEL_ENV_BUILT_DIR", str(tmp_path / "built"))
+    assert fb._load_built(call, key).X == 42
+    other = {**call, "cpp_sources": ["int g();"]}
+    assert fb._load_built(other, fb._call_key(other)) is None            # another call: its own build
+    assert fb._call_key({**call, "verbose": True}) == key                # verbosity builds nothing else
+    monkeypatch.setenv("KERNEL_ENV_PCH_DIR", "/elsewhere")               # other build settings: another key
+    assert fb._call_key(call) != key
+    (folder / fb.BUILT_MANIFEST).write_text('{"%s": {"module": "m", "file": "../m.py"}}' % key)
+    assert fb._load_built(call, key) is None                             # only files of that folder

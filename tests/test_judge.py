@@ -54,6 +54,11 @@ def test_correct_cpp_kernel_is_timed_with_speedup_and_roofline(cache_dir):
     assert {"import_s", "construct_s", "trials_s", "timing_s"} <= set(ph)
     assert len(ph["trial_steps_s"]) == 5 and all(len(t) == 3 for t in ph["trial_steps_s"])
     assert ph["trials_s"] + ph["timing_s"] <= v.timings["run_s"]
+    # the run process imported the module the build process made (fast_build's manifest): no build step
+    # of its own (a C++ build here takes tens of seconds)
+    from kernel_env.judge.service import build_key
+    assert list((cache_dir / "torch_extensions" / build_key(submission("relu_ok.py"))).glob("*/kernel_env_built.json"))
+    assert ph["import_s"] < 1.0
     assert _leftovers(judge) == before and not _children_of_us()
 
 

@@ -15,9 +15,9 @@ class JudgeConfig:
     device: str = "cpu"                     # "cpu" or "cuda"
     gpus: tuple[int, ...] = (0,)            # CUDA device indices, one measurement at a time on each
     build_slots: int = max(1, (os.cpu_count() or 2) - 1)  # concurrent candidate builds (CPU bound)
-    # run processes per device that hold a CUDA context at once, the one measuring included: the next
-    # ones in line make theirs while it measures (each ~0.5 GB of GPU memory). As many more may start
-    # with their build (torch imported while it compiles) when the queue is short.
+    # run processes per device: this many idle ones are kept ready (torch imported, CUDA context made,
+    # ~0.6 GB of GPU memory each), and this many evaluations at once hold one (the one measuring
+    # included); on the CPU device one idle process
     staged_runners: int = 4
     # builds run at this niceness: under load the CPU goes first to the process holding the device
     # slot (Triton compiles at the first call, inside it) and to the reference worker

@@ -179,6 +179,8 @@ class Judge:
         s["uptime_s"] = up
         s["device"] = self.cfg.device
         s["isolation"] = self.isolation
+        s["precompiled_header_ready"] = bool(self._pch.dir) if self._pch else None
+        s["idle_runners"] = sum(len(v) for v in self._pool.values())
         return s
 
     async def aclose(self) -> None:
@@ -610,7 +612,8 @@ class Judge:
             await ref.close()
         else:  # its pipes belong to an event loop that has ended: kill it directly
             ref.kill()
-        shutil.rmtree(getattr(ref, "workdir", ""), ignore_errors=True) if getattr(ref, "workdir", None) else None
+        if getattr(ref, "workdir", None):
+            shutil.rmtree(ref.workdir, ignore_errors=True)
 
     async def _ask(self, ref: Proc, req: dict, timeout: float | None = None) -> dict:
         """One request to the reference worker. Its failures are the judge's, never the candidate's."""
