@@ -58,6 +58,7 @@ def install() -> None:
         key = _call_key(a)
         module = _load_built(a, key)
         if module is not None:
+            LOADED.append(getattr(module, "__file__", ""))
             return module
         try:
             fast = _fast(a)
@@ -67,10 +68,27 @@ def install() -> None:
             fast = None
         module = fast if fast is not None else _orig_load_inline(*args, **kwargs)
         _record_built(a, key, module)
+        LOADED.append(getattr(module, "__file__", ""))
         return module
 
     load_inline.__doc__ = _orig_load_inline.__doc__
     ce.load_inline = load_inline
+
+
+LOADED: list[str] = []  # module files load_inline gave this process, in order (loaded_digest)
+
+
+def loaded_digest() -> str:
+    """A short hash of the module files load_inline loaded in this process: which build a verdict came
+    from, for diagnosis (two evaluations of one source must show the same)."""
+    import hashlib
+    h = hashlib.sha256()
+    for path in LOADED:
+        try:
+            h.update(Path(path).read_bytes())
+        except OSError:
+            h.update(b"?")
+    return h.hexdigest()[:16] if LOADED else ""
 
 
 BUILT_MANIFEST = "kernel_env_built.json"  # in a build folder: call key -> the module that call built

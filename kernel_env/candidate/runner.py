@@ -167,6 +167,7 @@ def main() -> int:
               "message": "the module imported, but it defines no class ModelNew"})
         return 3
     phases["import_s"] = time.monotonic() - t0
+    phases["module_sha"] = fast_build.loaded_digest()  # which build ran (diagnosis only, a claim)
 
     phase = "construct"
     rng = random.SystemRandom()
