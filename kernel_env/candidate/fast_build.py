@@ -57,17 +57,15 @@ def install() -> None:
         a.update(a.pop("kwargs", {}) or {})
         key = _call_key(a)
         module = _load_built(a, key)
-        if module is not None:
-            LOADED.append(getattr(module, "__file__", ""))
-            return module
-        try:
-            fast = _fast(a)
-        except _Final as e:
-            raise e.error from None
-        except Exception:
-            fast = None
-        module = fast if fast is not None else _orig_load_inline(*args, **kwargs)
-        _record_built(a, key, module)
+        if module is None:
+            try:
+                fast = _fast(a)
+            except _Final as e:
+                raise e.error from None
+            except Exception:
+                fast = None
+            module = fast if fast is not None else _orig_load_inline(*args, **kwargs)
+            _record_built(a, key, module)
         LOADED.append(getattr(module, "__file__", ""))
         return module
 

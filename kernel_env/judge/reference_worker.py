@@ -33,7 +33,7 @@ import torch
 
 from kernel_env import harness
 from kernel_env.judge import roofline
-from kernel_env.judge.compare import compare_outputs
+from kernel_env.judge.compare import CHUNK, compare_outputs
 
 PROFILE_SEEDS = (1234, 5678)  # fixed: the cached reference timing must not depend on one evaluation
 
@@ -130,6 +130,8 @@ def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dic
         "ref_roofline_frac": sol["t_min_ms"] / timing["median_ms"] if timing["median_ms"] > 0 else None,
         "outputs": [{"dtype": harness.DTYPE_NAMES.get(o.dtype, str(o.dtype)), "shape": list(o.shape)} for o in outs],
     }
+    if extras:  # the outputs of the profile's seed are those profile_extras would make again
+        prof["out_rms"] = [_rms(o) for o in outs]
     del model, sets, outs
     if extras:
         prof = profile_extras(prof, task_mod, device)
@@ -172,7 +174,7 @@ def _all_finite(outs: list) -> bool:
     return all(bool(torch.isfinite(o).all()) for o in outs if o.is_floating_point() or o.is_complex())
 
 
-def _rms(t: torch.Tensor, chunk: int = 1 << 24) -> float:
+def _rms(t: torch.Tensor, chunk: int = CHUNK) -> float:
     """Root mean square of the finite elements, in float64 a chunk at a time (no full-size copy)."""
     if not t.is_floating_point():
         return 0.0
@@ -219,14 +221,16 @@ def profile_extras(prof: dict, task_mod, device: torch.device) -> dict:
     profile: the distributions the task can take, and the RMS of its own outputs (the scale that
     other distributions' tolerances are widened against). Profiles cached before these existed get
     them here."""
-    if "alt_dists" in prof and "out_rms" in prof:
-        return prof
-    model = harness.make_model(task_mod.Model, task_mod, PROFILE_SEEDS[0], device)
-    outs = harness.flatten_outputs(harness.call(model, harness.make_inputs(task_mod, PROFILE_SEEDS[0], device),
-                                                PROFILE_SEEDS[0]))
-    rms = [_rms(o) for o in outs]
-    del model, outs
-    return {**prof, "out_rms": rms, "alt_dists": task_dists(task_mod, device, prof["outputs"])}
+    prof = dict(prof)
+    if "out_rms" not in prof:
+        model = harness.make_model(task_mod.Model, task_mod, PROFILE_SEEDS[0], device)
+        outs = harness.flatten_outputs(harness.call(model, harness.make_inputs(task_mod, PROFILE_SEEDS[0], device),
+                                                    PROFILE_SEEDS[0]))
+        prof["out_rms"] = [_rms(o) for o in outs]
+        del model, outs
+    if "alt_dists" not in prof:
+        prof["alt_dists"] = task_dists(task_mod, device, prof["outputs"])
+    return prof
 
 
 def choose_dists(req: dict, prof: dict) -> list:
@@ -355,18 +359,12 @@ def main() -> int:
                 warm_kernels(device, req["tolerance"])
                 res = {"ok": True}
             except Exception as e:
-                res = {"ok": False, "error": "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]}
+                res = {"ok": False, "error": _exc_line(e)}
             harness.emit(fd, res)
             continue
         if req["mode"] == "release":  # the candidate failed before compare: its slots go
             held.clear()
-            res = {"ok": True}
-            if device.type == "cuda":
-                gc.collect()
-                torch.cuda.ipc_collect()
-                torch.cuda.empty_cache()
-                res["held_bytes"] = torch.cuda.memory_reserved(device)
-            harness.emit(fd, res)
+            harness.emit(fd, _give_back(device, {"ok": True}))
             continue
         try:
             peaks = get_peaks(Path(req["cache_dir"]), device, name)
@@ -390,16 +388,21 @@ def main() -> int:
                 except Exception as e:
                     res = {"ok": False, "task_id": t.get("task_id"), "error": _exc_line(e)}
                     break
-            if device.type == "cuda" and mode != "prepare":
-                gc.collect()
-                torch.cuda.ipc_collect()  # slots the candidate process let go of (see below)
-                torch.cuda.empty_cache()
-                # A slot whose candidate process died holding it stays allocated (torch frees a block
-                # shared through CUDA IPC once the consumer has released it): the judge then ends
-                # this worker, and its memory with it, before the next measurement
-                res["held_bytes"] = torch.cuda.memory_reserved(device)
-            harness.emit(fd, res)
+            harness.emit(fd, res if mode == "prepare" else _give_back(device, res))
     return 0
+
+
+def _give_back(device: torch.device, res: dict) -> dict:
+    """After a request that ends an evaluation's use of the device: its memory goes back, and the
+    answer says how much this worker still holds. A slot whose candidate process died holding it
+    stays allocated (torch frees a block shared through CUDA IPC once the consumer has released it):
+    the judge then ends this worker, and its memory with it, before the next measurement."""
+    if device.type == "cuda":
+        gc.collect()
+        torch.cuda.ipc_collect()  # slots the candidate process let go of
+        torch.cuda.empty_cache()
+        res["held_bytes"] = torch.cuda.memory_reserved(device)
+    return res
 
 
 OOM_RETRIES = 6  # about 10 s in all

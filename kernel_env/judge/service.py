@@ -5,8 +5,8 @@ One submission travels:
   2. build: a candidate process without a GPU imports the submission (load_inline compiles into the
      build cache) - holds a CPU build slot, runs at a lower priority; skipped for a source this judge
      has built before
-  3. run: a second candidate process (torch imported, no candidate code yet; started with the build
-     when few are waiting) makes its CUDA context while the evaluations ahead are measured; once the
+  3. run: a second candidate process, one of the device's idle ones (torch imported, CUDA context
+     made, no candidate code), gets the plan while the evaluations ahead are measured; once the
      device slot is free (one measurement per GPU at a time), the device's reference worker (a
      trusted process, one per GPU, that never sees candidate code) hands out poisoned output slots;
      the candidate process imports the submission from the cache, runs the correctness trials on
@@ -195,8 +195,7 @@ class Judge:
 
     async def _stop_standing(self) -> None:
         """End the processes kept between evaluations: reference workers, idle run processes."""
-        for t in list(self._bg):
-            t.cancel()
+        # run processes being started are let finish (a spawn: milliseconds), so none is left unowned
         await asyncio.gather(*self._bg, return_exceptions=True)
         for gpu, w in list(self._refs.items()):
             if w is not None:
@@ -444,11 +443,16 @@ class Judge:
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        p.workdir = workdir
+        p.loop, p.workdir = asyncio.get_running_loop(), workdir
         return p
 
-    async def _discard(self, p: Proc) -> None:
-        await p.close()
+    @staticmethod
+    async def _discard(p: Proc) -> None:
+        """End a process the judge keeps between evaluations, and remove its folder."""
+        if p.loop is asyncio.get_running_loop():
+            await p.close()
+        else:  # its pipes belong to an event loop that has ended: kill it directly
+            p.kill()
         shutil.rmtree(p.workdir, ignore_errors=True)
 
     async def _start_candidate(self, mode: str, workdir: Path, gpu: int, ext_dir: Path, triton_dir: Path,
@@ -609,12 +613,7 @@ class Judge:
     async def _drop_reference(self, gpu: int, ref: Proc) -> None:
         if self._refs.get(gpu) is ref:
             self._refs[gpu] = None
-        if getattr(ref, "loop", None) is asyncio.get_running_loop():
-            await ref.close()
-        else:  # its pipes belong to an event loop that has ended: kill it directly
-            ref.kill()
-        if getattr(ref, "workdir", None):
-            shutil.rmtree(ref.workdir, ignore_errors=True)
+        await self._discard(ref)
 
     async def _ask(self, ref: Proc, req: dict, timeout: float | None = None) -> dict:
         """One request to the reference worker. Its failures are the judge's, never the candidate's."""
