@@ -34,3 +34,17 @@ def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
         assert s["spread_alone"]["n"] == 2 and s["spread_alone"]["max_over_min"] >= 1.0, (side, s)
         assert s["evals_per_gpu_min"] > 0 and s["latency_p50_s"] > 0, (side, s)
     assert 0 < d["env"]["summary"]["device_slot_held_pct"] <= 100
+
+
+def test_comparison_and_triton_first_call_benches_run_on_the_cpu():
+    # the CUDA numbers are in docs/performance.md; here the same code paths (Triton's interpreter)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "bench/bench_compare.py", "--device", "cpu", "--numel", "5000",
+                        "--repeats", "1"], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    rows = [line for line in p.stdout.splitlines() if " ms " in line]
+    assert len(rows) == 5 and all(line.endswith("yes") for line in rows), p.stdout
+    p = subprocess.run([sys.executable, "bench/bench_triton_first_call.py", "--device", "cpu", "--repeats", "1"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert "first_kernel_first_call_s" in p.stdout and "cold" in p.stdout and "warmed" in p.stdout

@@ -228,6 +228,26 @@ def test_http_routes_and_auth(server):
 
 
 @slow
+def test_shared_processes_start_with_the_server_and_end_with_it(tmp_path):
+    # JudgeConfig.start_ahead: the reference worker and an idle run process start before any step, so
+    # the first evaluation waits for neither; a server stopped while they still start leaves nothing
+    quick = Server(tmp_path / "quick").wait_ready()
+    rc = quick.stop()  # at once: the worker is still importing torch or warming up
+    assert rc in (0, -signal.SIGTERM) and "Traceback" not in quick.log_text(), quick.log_text()
+    assert wait_for(lambda: not processes_using(quick.root), 20), processes_using(quick.root)
+    srv = Server(tmp_path / "ahead").wait_ready()
+    try:
+        def standing():
+            j = srv.stats()["judge"]
+            return j if j["reference_workers"] == 1 and j["idle_runners"] == 1 else None
+        j = wait_for(standing, 120, 0.5)
+        assert j and j["evaluations"] == 0, srv.stats()["judge"]
+    finally:
+        srv.stop()
+    assert wait_for(lambda: not processes_using(srv.root), 20), processes_using(srv.root)
+    assert "Traceback" not in srv.log_text()
+
+@slow
 def test_websocket_auth_refused(server, monkeypatch):
     from websockets.exceptions import InvalidStatus
     for token in (None, "wrong-token"):

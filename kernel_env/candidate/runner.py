@@ -98,6 +98,15 @@ def build(workdir: Path, fd: int) -> int:
     return 0
 
 
+def _warm_triton(device) -> None:
+    """Triton's once-per-process work at a first launch, done now (candidate/triton_warm.py)."""
+    try:
+        from kernel_env.candidate import triton_warm
+        triton_warm.warm(device)
+    except Exception:  # a Triton that cannot compile here fails the submission's own launch, with its message
+        pass
+
+
 def main() -> int:
     mode, workdir, fd = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     if mode == "build":
@@ -115,10 +124,12 @@ def main() -> int:
     try:
         import triton  # noqa: F401
     except ImportError:
-        pass
+        triton = None
     if device.type == "cuda":  # the CUDA context and the device code of our own kernels
         torch.cuda.init()
         harness.warm_kernels(device)
+        if triton is not None:
+            _warm_triton(device)
 
     # The plan holds this evaluation's seeds: it comes on stdin, never through a file another
     # candidate process could read; with it, this evaluation's build settings

@@ -22,6 +22,9 @@ class JudgeConfig:
     # builds run at this niceness: under load the CPU goes first to the process holding the device
     # slot (Triton compiles at the first call, inside it) and to the reference worker
     build_nice: int = 10
+    # at server start, before any evaluation: each device's idle run processes and its reference worker
+    # (CUDA context, the comparison's kernels compiled), so the first evaluation waits for neither
+    start_ahead: bool = True
     max_code_bytes: int = 256 * 1024
     build_timeout_s: float = 300.0          # import of the submission, load_inline compile included
     run_timeout_s: float = 180.0            # correctness trials + timing, on the device

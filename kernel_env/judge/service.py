@@ -79,6 +79,8 @@ class Judge:
         self._pool_loop = None
         self._sync = False  # evaluate_sync: one evaluation per event loop, no pool kept between them
         self._bg: set[asyncio.Task] = set()  # run processes being started for the pool
+        self._ahead: set[asyncio.Task] = set()  # reference workers being started by start_ahead()
+        self._stopping = False
         self._dev_pending = {g: 0 for g in slots}
         self._dev_busy_s = {g: 0.0 for g in slots}
         self._t0 = time.monotonic()
@@ -180,8 +182,28 @@ class Judge:
         s["device"] = self.cfg.device
         s["isolation"] = self.isolation
         s["precompiled_header_ready"] = bool(self._pch.dir) if self._pch else None
+        s["reference_workers"] = sum(1 for w in self._refs.values() if w is not None and w.returncode is None)
         s["idle_runners"] = sum(len(v) for v in self._pool.values())
         return s
+
+    def start_ahead(self) -> None:
+        """Start what the evaluations of each device share before the first one arrives: its idle run
+        processes and its reference worker (warmed). The server calls this at startup; without it the
+        first evaluation starts them (on an H200 the worker's start was 4-6 s of its queue time)."""
+        if not self.cfg.start_ahead:
+            return
+        for gpu in self._refs:
+            self._fill_pool(gpu)
+            t = asyncio.ensure_future(self._start_reference_ahead(gpu))
+            self._ahead.add(t)
+            t.add_done_callback(self._ahead.discard)
+
+    async def _start_reference_ahead(self, gpu: int) -> None:
+        try:
+            await self._reference(gpu, self._ref_common())  # no task yet: the warm-up imports none
+        except Exception as e:  # noqa: BLE001 (the first evaluation starts one, and reports its failure)
+            if not self._stopping:
+                log.warning("could not start the reference worker of device %s ahead: %s", gpu, e)
 
     async def aclose(self) -> None:
         """Cancel evaluations still running; each kills its processes and removes its files."""
@@ -195,11 +217,16 @@ class Judge:
 
     async def _stop_standing(self) -> None:
         """End the processes kept between evaluations: reference workers, idle run processes."""
-        # run processes being started are let finish (a spawn: milliseconds), so none is left unowned
+        # run processes being started are let finish (a spawn: milliseconds), so none is left unowned;
+        # a reference worker started ahead and still warming up is ended, which ends its start too
         await asyncio.gather(*self._bg, return_exceptions=True)
-        for gpu, w in list(self._refs.items()):
-            if w is not None:
-                await self._drop_reference(gpu, w)
+        self._stopping = True
+        for _ in range(2):  # again for a worker that registered while the first ones were ended
+            for gpu, w in list(self._refs.items()):
+                if w is not None:
+                    await self._drop_reference(gpu, w)
+            await asyncio.gather(*self._ahead, return_exceptions=True)
+        self._stopping = False
         for gpu, idle in self._pool.items():
             while idle:
                 await self._discard(idle.pop())
@@ -673,7 +700,8 @@ class Judge:
     def _env(self, workdir: Path, gpu: int, trusted: bool, ext_dir: Path | None = None, pch_dir: str | None = None) -> dict:
         c = self.cfg
         extra = {"TORCH_EXTENSIONS_DIR": ext_dir or c.cache_dir / "torch_extensions",
-                 "TRITON_CACHE_DIR": c.cache_dir / "triton",
+                 # the judge's own Triton kernels never load what a candidate could have written
+                 "TRITON_CACHE_DIR": c.cache_dir / ("triton-judge" if trusted else "triton"),
                  "OMP_NUM_THREADS": c.cpu_threads, "MKL_NUM_THREADS": c.cpu_threads}
         if self._arch_list:
             extra["TORCH_CUDA_ARCH_LIST"] = self._arch_list

@@ -233,6 +233,8 @@ def build_app(shared: Shared, make_judge: Callable[[], object], *, max_sessions:
 
     async def startup():
         shared.judge = make_judge()
+        if hasattr(shared.judge, "start_ahead"):  # idle run processes, reference workers: not in the first step
+            shared.judge.start_ahead()
         if stats_interval_s > 0:
             background.append(asyncio.create_task(log_stats()))
 

@@ -1,0 +1,19 @@
+"""A small Triton kernel of the runner's own: launched once by an idle run process, so that what
+Triton does at a process's first launch (its compiler's imports, the driver's utilities, the hash of
+its own install) happens before the device slot instead of in a Triton submission's first trial."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+def warm(device: torch.device) -> None:
+    x = torch.ones(1000, device=device)
+    y = torch.empty_like(x)
+    _copy[(1,)](x, y, x.numel(), BLOCK=1024)
+    torch.cuda.synchronize(device)
