@@ -1,5 +1,6 @@
 """The judge through its real subprocess path, on the CPU device (C++ load_inline kernels)."""
 import asyncio
+import math
 import os
 import subprocess
 import tempfile
@@ -280,6 +281,18 @@ for name, got in cases.items():
             assert scale == float(rf.abs().max()), (name, dtype)
 print("ok")
 """
+
+
+def test_one_pass_comparison_leaves_nonfinite_and_near_denormal_outputs_to_the_torch_passes():
+    from kernel_env.judge.compare import _fused_verdict
+    assert _fused_verdict(1e-6, 2.0, 0.0) == (1e-6, 2.0)
+    worst, scale = _fused_verdict(1e-6, 2.0, 1.0)  # something was not finite: the element-wise description
+    assert math.isnan(worst) and math.isnan(scale)
+    assert _fused_verdict(0.0, 0.0, 0.0) is None     # all zeros, or denormals a flushing kernel saw as 0
+    assert _fused_verdict(1e-40, 1e-38, 0.0) is None
+    # and the torch passes catch zeros in place of tiny outputs (the atol cap at 1 % of the scale)
+    ref = torch.full((1000,), 1e-36)
+    assert compare_outputs([ref], [torch.zeros_like(ref)], TOL)["what"] == "values"
 
 
 def test_one_pass_comparison_kernel_finds_the_torch_maxima_and_every_nonfinite(tmp_path):

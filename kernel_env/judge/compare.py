@@ -195,8 +195,21 @@ def _fused_maxima(r: torch.Tensor, g: torch.Tensor, rtol: float) -> tuple[float,
         return None
     with torch.cuda.device(r.device):
         worst, scale, bad = _run_fused(r, g, rtol, 4 * torch.cuda.get_device_properties(r.device).multi_processor_count)
+    return _fused_verdict(worst, scale, bad)
+
+
+FUSED_MIN_SCALE = 1e-30  # outputs all smaller than this are left to the torch passes (below)
+
+
+def _fused_verdict(worst: float, scale: float, bad: float) -> tuple[float, float] | None:
+    """The kernel's maxima as _compare_values takes them, or None: then the torch passes decide. Where
+    the reference's largest magnitude is near float32's denormals, a kernel built to flush denormals
+    to zero could see 0 where torch sees a tiny scale, and so allow a plain atol where torch caps it:
+    such outputs are rare, and the torch passes decide them exactly."""
     if bad:
         return math.nan, math.nan
+    if not scale >= FUSED_MIN_SCALE:
+        return None
     return worst, scale
 
 
