@@ -137,6 +137,7 @@ def load(h, pool: list[Sub], sessions: int, n_evals: int, load_s: float, probe: 
             log(f"[{h.name} load] {len(results)}/{n_evals} evaluations done ({counters['in_flight']} in flight), "
                 f"probes {len(probes)}/{n_probes}, {now - t0:.0f} s")
     t1 = time.monotonic()
+    unfinished = counters["in_flight"]  # still running at the window's end: killed, not counted
     busy1 = h.device_busy()
     end_stats = h.stats() if hasattr(h, "stats") else None
     stop.set()
@@ -148,5 +149,5 @@ def load(h, pool: list[Sub], sessions: int, n_evals: int, load_s: float, probe: 
     return {"sessions": sessions, "n_evals": n_evals, "load_s": load_s, "window_s": t1 - t0,
             "load_wall_s": (load_over_at or t1) - t0,  # till the last load evaluation returned
             "t0": t0, "t1": t1, "busy_s": busy1[0] - busy0[0], "n_devices": busy1[1],
-            "evals": results, "probes": probes, "probe_kernel": probe.label, "queues": queues,
+            "unfinished": unfinished, "evals": results, "probes": probes, "probe_kernel": probe.label, "queues": queues,
             "server_stats_end": end_stats}

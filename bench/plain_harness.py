@@ -158,6 +158,7 @@ class PlainHarness:
         self.gpu, self.timeout_s = gpu, timeout_s
         self.lock = threading.Lock()
         self.busy_s = 0.0
+        self._held_since: float | None = None  # the GPU queue's holder took it then
         self.t_ref: dict[str, float] = {}
         self.baseline_s: dict[str, float] = {}
         self._proc: subprocess.Popen | None = None
@@ -181,7 +182,10 @@ class PlainHarness:
         self._stopped = False
 
     def device_busy(self) -> tuple[float, int]:
-        return self.busy_s, 1
+        """Seconds the GPU queue was held, the evaluation holding it now included (one may hold it
+        for minutes: a window can end while it runs)."""
+        since = self._held_since
+        return self.busy_s + (time.monotonic() - since if since is not None else 0.0), 1
 
     def session(self) -> "PlainSession":
         return PlainSession(self)
@@ -234,6 +238,7 @@ class PlainHarness:
             if self._stopped:
                 raise Stopped("plain harness stopped")
             t_start, started_at = time.monotonic(), time.time()
+            self._held_since = t_start
             try:
                 self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                               env=env)
@@ -246,6 +251,7 @@ class PlainHarness:
             finally:
                 self._proc = None
                 self.busy_s += time.monotonic() - t_start
+                self._held_since = None
         t_end = time.monotonic()
         lines = [ln for ln in out.splitlines() if ln.startswith(MARK)]
         if lines:

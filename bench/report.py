@@ -5,7 +5,9 @@ Definitions (one harness, its load phase unless said otherwise):
   devices (the load wall ends when the last load evaluation returns, or at the window's end);
   "second half": the same over the second half of the load wall (builds have ramped up by then).
 - device slot held %: seconds some evaluation held a device's exclusive slot / (window x devices):
-  the judge's device_busy_frac from /stats (two reads), or the plain harness's one lock.
+  the judge's device_busy_frac from /stats (two reads), or the plain harness's one lock (the
+  evaluation holding it at a read included).
+- still running at the end: load evaluations in flight when the window closed (killed, not counted).
 - GPU util %: nvidia-smi's utilization.gpu, mean of 0.5 s samples over the window.
 - build: the evaluation's build seconds (env: history timings build_s; plain: import of the
   submission, where load_inline compiles). latency: the client's wait for one step()
@@ -65,7 +67,7 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
         wall, ndev = max(ld["load_wall_s"], 1e-9), ld["n_devices"]
         half = [r for r in ev if r["t_done"] >= wall / 2]
         out.update({
-            "sessions": ld["sessions"], "load_evaluations": len(ev),
+            "sessions": ld["sessions"], "load_evaluations": len(ev), "load_unfinished": ld.get("unfinished"),
             "load_correct": sum(1 for r in ev if r.get("correct")),
             "load_stages": {s: sum(1 for r in ev if r.get("stage") == s) for s in {r.get("stage") for r in ev}},
             "load_wall_s": wall, "window_s": ld["window_s"], "devices": ndev,
@@ -119,6 +121,8 @@ def rows(s: dict) -> list[tuple[str, str]]:
         ("load: sessions, evaluations (correct)",
          f"{s.get('sessions', 'n/a')}, {s.get('load_evaluations', 'n/a')} ({s.get('load_correct', 'n/a')})"
          + (f", {s['load_client_errors']} client errors" if s.get("load_client_errors") else "")),
+        ("  still running at the end (not counted)",
+         "n/a" if s.get("load_unfinished") is None else str(s["load_unfinished"])),
         ("load wall s", _f(s.get("load_wall_s"), 1)),
         ("evaluations per GPU-minute", _f(s.get("evals_per_gpu_min"))),
         ("  second half of the load", _f(s.get("evals_per_gpu_min_2nd_half"))),

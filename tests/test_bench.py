@@ -33,6 +33,7 @@ def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
         assert s["cold_stage"] == "timed" and s["cold_latency_s"] > 0, (side, s)
         assert s["spread_alone"]["n"] == 2 and s["spread_alone"]["max_over_min"] >= 1.0, (side, s)
         assert s["evals_per_gpu_min"] > 0 and s["latency_p50_s"] > 0, (side, s)
+        assert isinstance(s["load_unfinished"], int) and s["load_unfinished"] >= 0, (side, s)
     assert 0 < d["env"]["summary"]["device_slot_held_pct"] <= 100
 
 
