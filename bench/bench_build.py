@@ -7,6 +7,7 @@ precompiled header the judge makes once at start (timed separately). Modes:
   plain        torch.utils.cpp_extension.load_inline as torch ships it
   fast-aten    candidate/fast_build.py: the .cu sees ATen only, main.cpp uses the precompiled header
   fast-core    the same with the lightest prelude (Tensor class + factory functions)
+  fast-shim    the .cu sees no torch header (cuda_prelude_shim.h), falling back to fast-core
 
     python bench/bench_build.py --device cuda [--modes plain fast-aten fast-core] [--parallel 4] FILES...
     python bench/bench_build.py --device cpu      # C++ submissions of the test suite (no .cu: PCH only)
@@ -57,7 +58,8 @@ def build_once(path: Path, mode: str, pch: str | None, tag: str) -> dict:
         p = subprocess.run([sys.executable, "-c", CHILD, str(src)], env=env, capture_output=True, text=True)
         wall = time.time() - t
         build_s = next((float(l.split()[1]) for l in p.stdout.splitlines() if l.startswith("BUILD_S")), None)
-        fell_back = any(Path(d, "ext").glob("*/kernel_env_light_failed"))
+        fell_back = any(Path(d, "ext").glob("*/kernel_env_light_failed")) or any(
+            Path(d, "ext").glob("*/kernel_env_shim_failed"))
         steps = {}  # ninja's own log: seconds per compile/link step
         for log in Path(d, "ext").glob("*/.ninja_log"):
             for line in log.read_text().splitlines()[1:]:

@@ -8,7 +8,10 @@ parses twice (device and host). Two changes, each one falling back to torch's ow
 1. The `.cu` sees a light prelude (cuda_prelude_*.h beside this file: ATen and the `torch::` names of
    torch/types.h, without autograd or the C++ frontend) in place of torch's headers. A kernel that
    needs more does not compile that way; then torch's own load_inline builds it unchanged (and a
-   marker in the build folder skips the light attempt next time).
+   marker in the build folder skips the light attempt next time). The `shim` prelude goes further:
+   the .cu sees no torch header at all (cuda_prelude_shim.h declares the API kernels' host code uses,
+   and main.cpp answers those calls with torch's own functions, cuda_prelude_shim_bridge.inc); a
+   kernel it cannot build is built with the `core` prelude.
 2. `main.cpp` includes torch/extension.h through a precompiled header that the judge made at start
    (judge/prebuild.py; its folder comes in KERNEL_ENV_PCH_DIR). gcc ignores a PCH whose flags do not
    match, so the worst case is the normal parse.
@@ -26,9 +29,14 @@ from pathlib import Path
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 PCH_HEADER = "kernel_env_torch_extension.h"   # `#include <torch/extension.h>`, precompiled beside it
 LIGHT_FAILED = "kernel_env_light_failed"       # marker: this source needs torch's full headers
+SHIM_FAILED = "kernel_env_shim_failed"         # marker: this source needs more than the shim prelude
 
 # torch's umbrella headers: the light prelude stands in for them in the .cu
 _HEAVY_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(extension|types|all|torch)\.h[>"]', re.M)
+# and for the shim prelude, also the headers of what it declares itself (its definitions would clash)
+_SHIM_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](torch/(extension|types|all|torch)\.h|ATen/ATen\.h'
+                           r'|ATen/cuda/CUDAContext\.h|c10/cuda/CUDAGuard\.h|c10/cuda/CUDAStream\.h)[>"]', re.M)
+SHIM_BRIDGE = "cuda_prelude_shim_bridge.inc"
 
 _CU_FAILED = re.compile(r"FAILED: (\[code=\d+\] )?cuda\.cuda\.o")
 
@@ -173,18 +181,46 @@ def _fast(a: dict):
     if (a.get("sycl_sources") or a.get("no_implicit_headers") or not a.get("is_python_module", True)
             or a.get("use_pch")):
         return None
-    name = a["name"]
-    cpp = _as_list(a["cpp_sources"])
     cuda = _as_list(a.get("cuda_sources"))
-    build_dir = a.get("build_directory") or ce._get_build_directory(name, False)
+    build_dir = Path(a.get("build_directory") or ce._get_build_directory(a["name"], False))
     pch_dir = os.environ.get("KERNEL_ENV_PCH_DIR", "")
     pch = bool(pch_dir) and (Path(pch_dir) / PCH_HEADER).is_file()
-    light = bool(cuda) and not (Path(build_dir) / LIGHT_FAILED).exists()
+    light = bool(cuda) and not (build_dir / LIGHT_FAILED).exists()
     if not (pch or light):
         return None
+    prelude = os.environ.get("KERNEL_ENV_CUDA_PRELUDE", "core")
+    if light and prelude == "shim" and not (build_dir / SHIM_FAILED).exists():
+        try:
+            return _build(a, build_dir, pch_dir if pch else "", "shim")
+        except Exception:  # anything (the shim lacks what this kernel uses, or this torch breaks the
+            try:           # bridge): the core prelude next, and straight away next time
+                (build_dir / SHIM_FAILED).touch()
+            except OSError:
+                pass
+    if prelude == "shim":
+        prelude = "core"
+    try:
+        return _build(a, build_dir, pch_dir if pch else "", prelude if light else None)
+    except Exception as e:
+        msg = str(e)
+        if "Error building extension" in msg and not (light and _CU_FAILED.search(msg)):
+            # the submission's own C++ (main.cpp) fails to compile: torch's path would fail the same way
+            raise _Final(e) from None
+        if light:  # most likely the prelude lacks something this kernel uses: torch's full build next time
+            try:
+                (build_dir / LIGHT_FAILED).touch()
+            except OSError:
+                pass
+        raise
 
+
+def _build(a: dict, build_dir: Path, pch_dir: str, prelude: str | None):
+    """torch's load() on the sources load_inline would write, with main.cpp through the precompiled
+    header (when `pch_dir`) and the .cu under `prelude` (None: torch's own headers)."""
     # main.cpp exactly as load_inline writes it, but torch/extension.h comes through the PCH
-    lines = [f'#include "{PCH_HEADER}"' if pch else "#include <torch/extension.h>"] + cpp
+    lines = [f'#include "{PCH_HEADER}"' if pch_dir else "#include <torch/extension.h>"] + _as_list(a["cpp_sources"])
+    if prelude == "shim":  # what the shim's .cu calls, answered with torch's own types
+        lines.append(f'#include "{SHIM_BRIDGE}"')
     functions = a.get("functions")
     if functions is not None:
         if isinstance(functions, str):
@@ -198,39 +234,30 @@ def _fast(a: dict):
         lines += [f'm.def("{f}", torch::wrap_pybind_function({f}), "{d}");' if wrap else f'm.def("{f}", {f}, "{d}");'
                   for f, d in functions.items()]
         lines.append("}")
-    sources = [_write(Path(build_dir) / "main.cpp", "\n".join(lines))]
+    sources = [_write(build_dir / "main.cpp", "\n".join(lines))]
+    cuda = _as_list(a.get("cuda_sources"))
     if cuda:
-        if light:
-            body = light_cuda_source(cuda, os.environ.get("KERNEL_ENV_CUDA_PRELUDE", "core"))
+        if prelude:
+            body = light_cuda_source(cuda, prelude)
         else:
             body = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] + cuda
-        sources.append(_write(Path(build_dir) / "cuda.cu", "\n".join(body)))
-    includes = _as_list(a.get("extra_include_paths")) + [str(INCLUDE_DIR)] + ([pch_dir] if pch else [])
-    try:
-        return _orig_load(name, sources, extra_cflags=a.get("extra_cflags"),
-                          extra_cuda_cflags=a.get("extra_cuda_cflags"), extra_ldflags=a.get("extra_ldflags"),
-                          extra_include_paths=includes, build_directory=build_dir, verbose=False,
-                          with_cuda=a.get("with_cuda"), is_python_module=True,
-                          keep_intermediates=a.get("keep_intermediates", True))
-    except Exception as e:
-        msg = str(e)
-        if "Error building extension" in msg and not (light and _CU_FAILED.search(msg)):
-            # the submission's own C++ (main.cpp) fails to compile: torch's path would fail the same way
-            raise _Final(e) from None
-        if light:  # most likely the prelude lacks something this kernel uses: torch's full build next time
-            try:
-                (Path(build_dir) / LIGHT_FAILED).touch()
-            except OSError:
-                pass
-        raise
+        sources.append(_write(build_dir / "cuda.cu", "\n".join(body)))
+    includes = _as_list(a.get("extra_include_paths")) + [str(INCLUDE_DIR)] + ([pch_dir] if pch_dir else [])
+    return _orig_load(a["name"], sources, extra_cflags=a.get("extra_cflags"),
+                      extra_cuda_cflags=a.get("extra_cuda_cflags"), extra_ldflags=a.get("extra_ldflags"),
+                      extra_include_paths=includes, build_directory=str(build_dir), verbose=False,
+                      with_cuda=a.get("with_cuda"), is_python_module=True,
+                      keep_intermediates=a.get("keep_intermediates", True))
 
 
 def light_cuda_source(cuda_sources: list[str], prelude: str) -> list[str]:
     """The .cu of the light path: the prelude first (in place of load_inline's torch/types.h), and the
-    submission's own includes of torch's umbrella headers commented out (line numbers kept)."""
-    if prelude not in ("core", "aten"):
+    submission's own includes of torch's umbrella headers commented out (line numbers kept); under
+    the shim, also those of what the shim declares itself (CUDAContext.h, CUDAGuard.h, CUDAStream.h)."""
+    if prelude not in ("core", "aten", "shim"):
         raise ValueError(f"unknown prelude {prelude!r}")
-    return [f'#include "cuda_prelude_{prelude}.h"'] + [_HEAVY_INCLUDE.sub(r"// (light prelude) \g<0>", s)
+    pattern = _SHIM_INCLUDE if prelude == "shim" else _HEAVY_INCLUDE
+    return [f'#include "cuda_prelude_{prelude}.h"'] + [pattern.sub(r"// (light prelude) \g<0>", s)
                                                      for s in cuda_sources]
 
 

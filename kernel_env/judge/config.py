@@ -56,7 +56,8 @@ class JudgeConfig:
     sandbox: str = "auto"                   # auto | bwrap | unshare | none (see judge/sandbox.py)
     candidate_memory_bytes: int = 16 << 30  # address-space limit of a candidate on the CPU device
     # faster load_inline builds, same modules (candidate/fast_build.py): a light header prelude for the
-    # .cu ("aten" | "core"; "off" = torch's own path), and a precompiled torch/extension.h for main.cpp
+    # .cu ("aten" | "core"; "shim": no torch header at all, falling back to "core"; not yet verified on
+    # a GPU; "off" = torch's own path), and a precompiled torch/extension.h for main.cpp
     fast_build: str = "core"
     precompiled_header: bool = True
     # optimisation levels given a precompiled header (each ~0.8 GB, ~40 s to make once per box)
@@ -68,8 +69,8 @@ class JudgeConfig:
             raise ValueError(f"device must be 'cpu' or 'cuda', not {self.device!r}")
         self.cache_dir = Path(self.cache_dir)
         self.gpus = tuple(int(g) for g in self.gpus)
-        if self.fast_build not in ("aten", "core", "off"):
-            raise ValueError(f"fast_build must be 'aten', 'core' or 'off', not {self.fast_build!r}")
+        if self.fast_build not in ("aten", "core", "shim", "off"):
+            raise ValueError(f"fast_build must be 'aten', 'core', 'shim' or 'off', not {self.fast_build!r}")
         self.pch_variants = tuple(self.pch_variants)
         if self.correctness_trials < 1:
             raise ValueError("correctness_trials must be >= 1")
