@@ -185,7 +185,8 @@ FUSED_MIN_NUMEL = 1 << 20  # below this the torch passes cost less than a launch
 
 def _fused_maxima(r: torch.Tensor, g: torch.Tensor, rtol: float) -> tuple[float, float] | None:
     """(max |g - r| - rtol |r|, max |r|) in one read of both tensors, or None where the kernel does not
-    apply (not CUDA, small, not contiguous, another dtype); (nan, nan) when an element is not finite.
+    apply (not CUDA, small, not contiguous, another dtype, outputs near denormals: _fused_verdict);
+    (nan, nan) when an element is not finite.
     The chunked torch passes read each tensor several times and write temporaries: 22 ms per
     comparison of two 6.4 GB float32 outputs on an H200, 3.0 ms this way (docs/performance.md)."""
     if (r.device.type != "cuda" or r.numel() < FUSED_MIN_NUMEL or not (r.is_contiguous() and g.is_contiguous())

@@ -259,6 +259,9 @@ constexpr auto kFloat = ScalarType::Float;
 constexpr auto kDouble = ScalarType::Double;
 constexpr auto kBool = ScalarType::Bool;
 constexpr auto kBFloat16 = ScalarType::BFloat16;
+constexpr auto kUInt16 = ScalarType::UInt16;
+constexpr auto kUInt32 = ScalarType::UInt32;
+constexpr auto kUInt64 = ScalarType::UInt64;
 }  // namespace at
 
 #ifndef KSHIM_NO_CUDA
@@ -307,20 +310,4 @@ static inline cudaDeviceProp* getDeviceProperties(int8_t device) { return kshim:
                                        ::kshim::str(__VA_ARGS__));                                       \
   } while (0)
 
-namespace torch {
-using namespace at;
-using std::nullopt;
-using std::optional;
-using Dtype = at::ScalarType;
-constexpr auto kUInt8 = at::kByte;
-constexpr auto kInt8 = at::kChar;
-constexpr auto kInt16 = at::kShort;
-constexpr auto kInt32 = at::kInt;
-constexpr auto kInt64 = at::kLong;
-constexpr auto kFloat16 = at::kHalf;
-constexpr auto kFloat32 = at::kFloat;
-constexpr auto kFloat64 = at::kDouble;
-constexpr auto kF16 = at::kHalf;
-constexpr auto kF32 = at::kFloat;
-constexpr auto kF64 = at::kDouble;
-}  // namespace torch
+#include "cuda_torch_names.h"  // the torch:: names, as the other preludes give them

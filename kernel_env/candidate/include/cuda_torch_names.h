@@ -1,9 +1,12 @@
 // The torch:: names a load_inline .cu uses, as torch/types.h defines them, without autograd and the
-// C++ frontend (kernel_env/candidate/fast_build.py). Included by the cuda_prelude_*.h headers.
+// C++ frontend (kernel_env/candidate/fast_build.py). Included by the cuda_prelude_*.h headers, the
+// shim's too (its at:: names stand in for torch's).
 #pragma once
 #include <optional>
+#ifndef KSHIM_NO_CUDA  // the shim prelude's C++-only check (tests/test_fast_build.py) has no CUDA
 #include <cuda.h>
 #include <cuda_runtime.h>
+#endif
 
 namespace torch {
 using namespace at; // NOLINT
