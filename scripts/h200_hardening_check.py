@@ -108,7 +108,7 @@ def through_load_inline(source: str) -> str | None:
     return "\n".join(source.splitlines()[: calls[-1].end_lineno]) if calls else None
 
 
-def prebuild_extensions(paths: list[Path], cache_dir: Path, device: str) -> dict:
+def prebuild_extensions(paths: list[Path], cache_dir: Path, device: str, fast_build: str = "core") -> dict:
     """One build per distinct build folder (judge.service.build_key), all at once, where the judge looks."""
     todo = {}
     for p in paths:
@@ -122,7 +122,7 @@ def prebuild_extensions(paths: list[Path], cache_dir: Path, device: str) -> dict
     # built the way the judge's candidates build (candidate/fast_build.py), or the judge would build again
     from kernel_env.judge import prebuild as pch
     pch_dir = pch.known(cache_dir, device == "cuda")
-    env["KERNEL_ENV_CUDA_PRELUDE"] = "core"
+    env["KERNEL_ENV_CUDA_PRELUDE"] = fast_build
     if pch_dir:
         env["KERNEL_ENV_PCH_DIR"] = str(pch_dir)
     todo = {k: (p, "from kernel_env.candidate import fast_build\nfast_build.install()\n" + code)
@@ -139,7 +139,8 @@ def prebuild_extensions(paths: list[Path], cache_dir: Path, device: str) -> dict
 
 def start_server(args, tasks_dir: Path, cache_dir: Path, log_path: Path) -> LocalEnvServer:
     return LocalEnvServer(args.device, ["--cache-dir", str(cache_dir), "--max-turns", "1", "--run-timeout-s",
-                                        str(args.run_timeout_s), "--timing-budget-s", str(args.timing_budget_s)],
+                                        str(args.run_timeout_s), "--timing-budget-s", str(args.timing_budget_s),
+                                        "--fast-build", args.fast_build],
                           log_path, str(tasks_dir), ready_timeout_s=300).start()
 
 
@@ -249,6 +250,7 @@ def main() -> int:
     ap.add_argument("--run-timeout-s", type=float, default=None, help="the judge's run timeout (default 20 cuda, 15 cpu)")
     ap.add_argument("--timing-budget-s", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=900, help="client timeout per step")
+    ap.add_argument("--fast-build", default="core", choices=("core", "shim", "aten"), help="the server's --fast-build")
     ap.add_argument("--only", nargs="*", default=None, help="case file names to run (default: all)")
     ap.add_argument("--concurrent", type=int, default=4, help="faults (and as many honest sessions) at once; 0: skip")
     ap.add_argument("--round-only", action="store_true", help="faults only in the round at once, not one by one")
@@ -262,7 +264,7 @@ def main() -> int:
     cases = [c for c in load_cases(args.device) if args.only is None or c["name"] in args.only]
     honest_task, honest_path = HONEST[args.device]
     tasks_dir = task_folder({c["task"] for c in cases} | {honest_task}, args.kernelbench_dir)
-    build = prebuild_extensions([c["path"] for c in cases] + [honest_path], cache_dir, args.device)
+    build = prebuild_extensions([c["path"] for c in cases] + [honest_path], cache_dir, args.device, args.fast_build)
     print(f"prebuilt {len(build['extensions'])} extension(s) in {build['wall_s']} s; failed: {list(build['failed'])}",
           flush=True)
     mem_before = device_memory_used(args.device)
