@@ -114,7 +114,7 @@ class EnvSession:
             reset_s = time.monotonic() - t
             self.task, self.turns, self.done = task_id, 0, False
             self.max_turns = (obs.metadata or {}).get("max_turns", self.max_turns)
-        t = time.monotonic()
+        t = t_start = time.monotonic()
         r = self.env.step(KernelAction(code=code))
         latency = time.monotonic() - t
         self.turns += 1
@@ -126,7 +126,9 @@ class EnvSession:
         return {"task": task_id, "stage": o.stage, "correct": bool(o.correct), "t_new_ms": o.t_new_ms,
                 "speedup": o.speedup, "latency_s": latency, "build_s": tm.get("build_s"),
                 "queue_s": tm.get("queue_s"), "build_wait_s": tm.get("build_wait_s"), "measure_s": sum(measure) if measure else None,
-                "judge_s": tm.get("total_s"), "reset_s": reset_s, "timings": tm,
+                "judge_s": tm.get("total_s"), "reset_s": reset_s, "timings": tm, "t_start": t_start,
+                "timing_spread": hist[-1].get("timing_spread") if hist else None,
+                "timed_calls": hist[-1].get("timed_calls") if hist else None,
                 "run_phases": hist[-1].get("run_phases") if hist else None,
                 "ref_phases": hist[-1].get("ref_phases") if hist else None,
                 "error": None if o.correct else (o.feedback or "")[:300]}

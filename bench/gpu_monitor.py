@@ -1,8 +1,9 @@
 """GPU utilisation from nvidia-smi, sampled every 0.5 s for the whole run (absent on the CPU: None).
 
-`nvidia-smi --query-gpu=index,utilization.gpu -lms 500` is one process; a thread reads its lines.
-Utilisation is the share of the sample period in which some kernel ran (nvidia-smi's definition).
-Indices are nvidia-smi's (physical) ones.
+`nvidia-smi --query-gpu=index,utilization.gpu,clocks.sm,temperature.gpu,power.draw -lms 500` is one
+process; a thread reads its lines. Utilisation is the share of the sample period in which some kernel
+ran (nvidia-smi's definition). The SM clock, temperature and power are kept to tell a slow timing from
+a slow clock (spread under load). Indices are nvidia-smi's (physical) ones.
 """
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ import time
 class GpuMonitor:
     def __init__(self, enabled: bool = True):
         self.samples: list[tuple[float, int, float]] = []  # (monotonic time, gpu index, util %)
+        self.extra: list[tuple[float, int, float | None, float | None, float | None]] = []  # (t, gpu, MHz, C, W)
         self.proc = None
         if enabled and shutil.which("nvidia-smi"):
-            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=index,utilization.gpu",
+            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=index,utilization.gpu,clocks.sm,temperature.gpu,power.draw",
                                           "--format=csv,noheader,nounits", "-lms", "500"],
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             threading.Thread(target=self._read, daemon=True).start()
@@ -25,8 +27,10 @@ class GpuMonitor:
     def _read(self) -> None:
         for line in self.proc.stdout:
             try:
-                idx, util = (x.strip() for x in line.split(","))
-                self.samples.append((time.monotonic(), int(idx), float(util)))
+                idx, util, *rest = (x.strip() for x in line.split(","))
+                t = time.monotonic()
+                self.samples.append((t, int(idx), float(util)))
+                self.extra.append((t, int(idx), *(_num(x) for x in (rest + ["", "", ""])[:3])))
             except ValueError:
                 continue
 
@@ -35,7 +39,24 @@ class GpuMonitor:
         xs = [u for t, i, u in self.samples if t0 <= t <= t1 and (gpus is None or i in gpus)]
         return sum(xs) / len(xs) if xs else None
 
+    def clock_at(self, t0: float, t1: float) -> dict | None:
+        """SM clock (min, mean MHz), temperature (max C) and power (max W) sampled in [t0, t1]."""
+        xs = [e for e in self.extra if t0 - 0.5 <= e[0] <= t1 + 0.5]
+        clk = [e[2] for e in xs if e[2] is not None]
+        if not clk:
+            return None
+        temp, power = [e[3] for e in xs if e[3] is not None], [e[4] for e in xs if e[4] is not None]
+        return {"sm_mhz_min": min(clk), "sm_mhz_mean": round(sum(clk) / len(clk)),
+                "temp_c_max": max(temp) if temp else None, "power_w_max": max(power) if power else None}
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(5)
+
+
+def _num(x: str) -> float | None:
+    try:
+        return float(x)
+    except ValueError:  # "[N/A]" and the like
+        return None

@@ -90,6 +90,10 @@ def run_harness(h, args, pool, cold, probe, load_s, spread_n, gpu_mon) -> dict:
     if isinstance(h, PlainHarness) and gpus:
         gpus = gpus[:1]
     res["summary"] = report.summarize(res, gpu_mon if args.device == "cuda" else None, gpus)
+    # the SM clock, temperature and power while each spread evaluation ran: a slow timing or a slow clock
+    for r in [*(res.get("spread") or {}).get("evals", []), *(res.get("load") or {}).get("probes", [])]:
+        if r.get("t_start") is not None and r.get("latency_s") is not None:
+            r["gpu_clock"] = gpu_mon.clock_at(r["t_start"], r["t_start"] + r["latency_s"])
     return res
 
 

@@ -71,6 +71,11 @@ INPUT_DISTS = {
     "edges": "zeros and ties (the task's draw rounded to a coarse grid)",
 }
 ALT_DISTS = tuple(d for d in INPUT_DISTS if d != "normal")
+# What each distribution tests. An evaluation's first alternative trials take one of each family, so a
+# kernel right only for one sign, one magnitude or inputs without ties fails every evaluation, not the
+# share of them whose random draw happened to miss its blind spot (19_ReLU's own inputs are all
+# non-negative: a kernel wrong on negatives passed when neither sign-changing map was drawn).
+DIST_FAMILIES = (("uniform", "signed"), ("large", "small", "heavy"), ("edges", "positive"))
 
 
 def _value_hash01(t: torch.Tensor) -> torch.Tensor:

@@ -216,6 +216,22 @@ def test_distributions_the_task_cannot_take_fall_back_to_its_own(tmp_path):
     assert choose_dists({**req, "input_dists": ["small"]}, {"alt_dists": ok})[2:] == ["small"] * 10
 
 
+def test_every_evaluation_tries_each_family_of_input_distributions():
+    """19_ReLU's own inputs are all non-negative: with 3 of its 6 other distributions drawn at random,
+    1 evaluation in 5 never saw a negative input, and a kernel wrong on negatives was judged correct."""
+    from kernel_env.judge.reference_worker import choose_dists
+    relu = ["uniform", "heavy", "signed", "large", "small", "edges"]  # what task_dists gives 19_ReLU
+    req = {"seeds": [1, 2, 3, 4, 5], "timing_sets": 2}
+    draws = [choose_dists(req, {"alt_dists": relu})[2:] for _ in range(300)]
+    for d in draws:
+        assert {"uniform", "signed"} & set(d) and {"large", "small", "heavy"} & set(d) and "edges" in d, d
+    assert len({tuple(d) for d in draws}) > 6                      # still random within and across families
+    # a task without a family: the others still come first; a distribution of no family is one of its own
+    assert set(choose_dists(req, {"alt_dists": ["large", "small", "edges"]})[2:4]) >= {"edges"}
+    d = choose_dists({"seeds": [1, 2, 3], "timing_sets": 2}, {"alt_dists": ["small"]})
+    assert d == ["normal", "normal", "small"]
+
+
 # ---------------------------------------------------------------- CUDA-only cases (the H200 box)
 BIG_RELU = "level1/19_ReLU"  # KernelBench's (KERNELBENCH_DIR): a kernel of milliseconds
 GPU_CASES = [

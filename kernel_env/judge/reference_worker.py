@@ -236,15 +236,23 @@ def profile_extras(prof: dict, task_mod, device: torch.device) -> dict:
 def choose_dists(req: dict, prof: dict) -> list:
     """Per trial, the input distribution. The first `timing_sets` trials use the task's own inputs
     (the timing runs on them); the others take the distributions this task can take (task_dists, in
-    its profile) that the judge allows, in a fresh random order, one after the other."""
+    its profile) that the judge allows, one after the other in a fresh random order that starts with
+    one of each family (harness.DIST_FAMILIES: sign, magnitude, ties) the task can take."""
     import random
+    rng = random.SystemRandom()
     seeds, k = req["seeds"], req["timing_sets"]
     allowed = req.get("input_dists") or harness.ALT_DISTS
     alts = [d for d in prof.get("alt_dists", ()) if d in allowed]
     dists = ["normal"] * len(seeds)
     if not alts or len(seeds) <= k:
         return dists
-    order = random.SystemRandom().sample(alts, len(alts))
+    families = [[d for d in fam if d in alts] for fam in harness.DIST_FAMILIES]
+    families += [[d] for d in alts if not any(d in fam for fam in harness.DIST_FAMILIES)]
+    first = [rng.choice(fam) for fam in families if fam]
+    rng.shuffle(first)
+    rest = [d for d in alts if d not in first]
+    rng.shuffle(rest)
+    order = first + rest
     for i in range(k, len(seeds)):
         dists[i] = order[(i - k) % len(order)]
     return dists
