@@ -250,7 +250,7 @@ def main() -> int:
     ap.add_argument("--run-timeout-s", type=float, default=None, help="the judge's run timeout (default 20 cuda, 15 cpu)")
     ap.add_argument("--timing-budget-s", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=900, help="client timeout per step")
-    ap.add_argument("--fast-build", default="core", choices=("core", "shim", "aten"), help="the server's --fast-build")
+    ap.add_argument("--fast-build", default="shim", choices=("core", "shim", "aten"), help="the server's --fast-build")
     ap.add_argument("--only", nargs="*", default=None, help="case file names to run (default: all)")
     ap.add_argument("--concurrent", type=int, default=4, help="faults (and as many honest sessions) at once; 0: skip")
     ap.add_argument("--round-only", action="store_true", help="faults only in the round at once, not one by one")

@@ -54,6 +54,7 @@ torch::Tensor scale_add(torch::Tensor x, double a, double b) {
 def pch(cache_dir) -> Path:
     d = prebuild.build(cache_dir, with_cuda=False, variants=("O2",))
     assert d is not None and (d / "READY").exists() and (d / f"{PCH_HEADER}.gch" / "O2.gch").stat().st_size > 1e6
+    assert (d / f"{prebuild.BINDING_HEADER}.gch" / "O2.gch").stat().st_size > 1e6  # the light binding header too
     # a later judge finds it without importing torch
     assert prebuild.known(cache_dir, False, ("O2",)) == d
     assert prebuild.known(cache_dir, False, ("O0", "O2")) is None
@@ -213,19 +214,34 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 '''
 
 
-def test_shim_prelude_tensors_cross_to_torch_unchanged(tmp_path):
+@pytest.mark.parametrize("binding", ["extension", "light"])
+def test_shim_prelude_tensors_cross_to_torch_unchanged(tmp_path, binding, request):
     """The shim's at::Tensor has torch's layout: a translation unit compiled against the shim alone
     (here C++ on the CPU; on CUDA the .cu) and main.cpp with torch's headers pass tensors back and
-    forth, the reference counts stay right, errors are torch's, and the dtype values are torch's."""
+    forth, the reference counts stay right, errors are torch's, and the dtype values are torch's.
+    main.cpp as with torch/extension.h, and through the judge's precompiled light binding header
+    (fast_build's main.cpp when the C++ sources only declare functions)."""
     import torch
     from torch.utils.cpp_extension import load
-    from kernel_env.candidate.fast_build import INCLUDE_DIR
+    from kernel_env.candidate.fast_build import BINDING_HEADER, INCLUDE_DIR
     (tmp_path / "shim_tu.cpp").write_text(SHIM_TU)
-    (tmp_path / "main.cpp").write_text(SHIM_MAIN)
+    includes, flags, main = [str(INCLUDE_DIR)], [], SHIM_MAIN
+    if binding == "light":
+        pch_dir = request.getfixturevalue("pch")
+        includes.append(str(pch_dir))
+        flags = ["-O2"]  # the variant the test cache has
+        main = SHIM_MAIN.replace("#include <torch/extension.h>\n#define KSHIM_NO_CUDA\n", f'#include "{BINDING_HEADER}"\n')
+        assert main != SHIM_MAIN
+    (tmp_path / "main.cpp").write_text(main)
     build = tmp_path / "build"
     build.mkdir()
-    m = load("kshim_abi_probe", [str(tmp_path / "main.cpp"), str(tmp_path / "shim_tu.cpp")],
-             extra_include_paths=[str(INCLUDE_DIR)], build_directory=str(build), verbose=False)
+    m = load(f"kshim_abi_probe_{binding}", [str(tmp_path / "main.cpp"), str(tmp_path / "shim_tu.cpp")],
+             extra_include_paths=includes, extra_cflags=flags, build_directory=str(build), verbose=False)
+    if binding == "light":  # gcc took the precompiled binding header (-H marks a used one with "!")
+        ninja = prebuild.ninja_vars((build / "build.ninja").read_text())
+        p = subprocess.run([ninja.get("cxx", "c++"), *shlex.split(ninja["cflags"]), "-H", "-fsyntax-only",
+                            str(tmp_path / "main.cpp")], cwd=build, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0 and f"! {pch_dir}/{BINDING_HEADER}.gch/O2.gch" in p.stderr, p.stderr[:1000]
     x = torch.randn(3, 4)
     assert torch.equal(m.relu_copy(x), torch.relu(x))
     assert torch.equal(m.relu_copy(x.t()), torch.relu(x.t()))  # contiguous() of a transposed view
@@ -296,7 +312,7 @@ def test_a_kernel_the_shim_cannot_build_is_built_with_the_core_prelude(tmp_path,
     from kernel_env.candidate import fast_build
     tried = []
 
-    def build(a, build_dir, pch_dir, prelude):
+    def build(a, build_dir, pch_dir, prelude, light_binding=False):
         tried.append(prelude)
         if prelude == "shim":
             raise RuntimeError("Error building extension 'k': cuda.cuda.o: 'c10::cuda::CUDAEvent' undeclared")
@@ -311,3 +327,36 @@ def test_a_kernel_the_shim_cannot_build_is_built_with_the_core_prelude(tmp_path,
     assert fast_build._fast(dict(a)) == "module" and tried == ["core"]
     assert "// (light prelude) #include <ATen/cuda/CUDAContext.h>" in "\n".join(
         light_cuda_source(["#include <ATen/cuda/CUDAContext.h>"], "shim"))
+
+
+def test_main_cpp_of_declarations_goes_through_the_light_binding_header(tmp_path, monkeypatch):
+    # C++ sources that only declare the .cu's functions: main.cpp includes the light binding header
+    # (precompiled); when that main.cpp does not compile, torch/extension.h, and at once next time
+    from kernel_env.candidate import fast_build
+    pch_dir = tmp_path / "pch"
+    (pch_dir / f"{fast_build.BINDING_HEADER}.gch").mkdir(parents=True)
+    (pch_dir / PCH_HEADER).write_text("")
+    monkeypatch.setenv("KERNEL_ENV_PCH_DIR", str(pch_dir))
+    monkeypatch.setenv("KERNEL_ENV_CUDA_PRELUDE", "shim")
+    tried, fail = [], {"main"}
+
+    def build(a, build_dir, pch, prelude, light_binding=False):
+        tried.append((prelude, light_binding))
+        if light_binding and "main" in fail:
+            raise RuntimeError("Error building extension 'k': FAILED: main.o\nmain.cpp:3: 'torch::nn' has not been declared")
+        return "module"
+    monkeypatch.setattr(fast_build, "_build", build)
+    a = {"name": "k", "cpp_sources": "#include <torch/extension.h>\n// f { }\ntorch::Tensor f(torch::Tensor x);",
+         "cuda_sources": "__global__ void k() {}", "build_directory": str(tmp_path / "b")}
+    assert fast_build._fast(dict(a)) == "module" and tried == [("shim", True), ("shim", False)]
+    assert (tmp_path / "b" / fast_build.BINDING_FAILED).exists() and not (tmp_path / "b" / fast_build.SHIM_FAILED).exists()
+    tried.clear()
+    assert fast_build._fast(dict(a)) == "module" and tried == [("shim", False)]
+    fail.clear()
+    assert fast_build._fast({**a, "build_directory": str(tmp_path / "c")}) == "module"
+    assert tried[-1] == ("shim", True)
+    tried.clear()  # host code in the C++ sources: torch/extension.h from the start
+    assert fast_build._fast({**a, "cpp_sources": OK_SRC, "build_directory": str(tmp_path / "d")}) == "module"
+    assert tried == [("shim", False)]
+    assert fast_build.declarations_only(['torch::Tensor f(torch::Tensor x);  /* { */', 'int g(const char* s = "{");'])
+    assert not fast_build.declarations_only("inline int g() { return 1; }")

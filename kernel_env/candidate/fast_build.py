@@ -37,8 +37,12 @@ _HEAVY_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(extension|ty
 _SHIM_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](torch/(extension|types|all|torch)\.h|ATen/ATen\.h'
                            r'|ATen/cuda/CUDAContext\.h|c10/cuda/CUDAGuard\.h|c10/cuda/CUDAStream\.h)[>"]', re.M)
 SHIM_BRIDGE = "cuda_prelude_shim_bridge.inc"
+BINDING_HEADER = "kernel_env_torch_binding.h"  # include/torch_binding_light.h, precompiled beside PCH_HEADER
+BINDING_FAILED = "kernel_env_binding_failed"   # marker: this main.cpp needs torch/extension.h
 
 _CU_FAILED = re.compile(r"FAILED: (\[code=\d+\] )?cuda\.cuda\.o")
+_MAIN_FAILED = re.compile(r"FAILED: (\[code=\d+\] )?main\.o")
+_COMMENTS = re.compile(r'//[^\n]*|/\*.*?\*/|"(\\.|[^"\\\n])*"', re.S)
 
 _orig_load_inline = None
 _orig_load = None
@@ -188,15 +192,22 @@ def _fast(a: dict):
     light = bool(cuda) and not (build_dir / LIGHT_FAILED).exists()
     if not (pch or light):
         return None
-    prelude = os.environ.get("KERNEL_ENV_CUDA_PRELUDE", "core")
+    prelude = os.environ.get("KERNEL_ENV_CUDA_PRELUDE", "shim")
     if light and prelude == "shim" and not (build_dir / SHIM_FAILED).exists():
-        try:
-            return _build(a, build_dir, pch_dir if pch else "", "shim")
-        except Exception:  # anything (the shim lacks what this kernel uses, or this torch breaks the
-            try:           # bridge): the core prelude next, and straight away next time
-                (build_dir / SHIM_FAILED).touch()
-            except OSError:
-                pass
+        # main.cpp through the light binding header when its sources only declare functions
+        binding = (pch and (Path(pch_dir) / f"{BINDING_HEADER}.gch").is_dir() and declarations_only(a["cpp_sources"])
+                   and not (build_dir / BINDING_FAILED).exists())
+        for light_binding in ((True, False) if binding else (False,)):
+            try:
+                return _build(a, build_dir, pch_dir if pch else "", "shim", light_binding)
+            except Exception as e:
+                if light_binding and _MAIN_FAILED.search(str(e)) and not _CU_FAILED.search(str(e)):
+                    _mark(build_dir / BINDING_FAILED)  # the full header next, and straight away next time
+                    continue
+                # anything else (the shim lacks what this kernel uses, or this torch breaks the bridge):
+                # the core prelude next, and straight away next time
+                _mark(build_dir / SHIM_FAILED)
+                break
     if prelude == "shim":
         prelude = "core"
     try:
@@ -214,11 +225,32 @@ def _fast(a: dict):
         raise
 
 
-def _build(a: dict, build_dir: Path, pch_dir: str, prelude: str | None):
+def _mark(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError:
+        pass
+
+
+def declarations_only(cpp_sources) -> bool:
+    """Whether load_inline's C++ sources only declare functions (defined in the .cu), so that main.cpp
+    needs no more of torch than the light binding header: no braces, once comments, strings and
+    preprocessor lines are left out."""
+    text = _COMMENTS.sub(" ", "\n".join(_as_list(cpp_sources)))
+    return "{" not in "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def _build(a: dict, build_dir: Path, pch_dir: str, prelude: str | None, light_binding: bool = False):
     """torch's load() on the sources load_inline would write, with main.cpp through the precompiled
-    header (when `pch_dir`) and the .cu under `prelude` (None: torch's own headers)."""
+    header (when `pch_dir`; the light binding header when `light_binding`, the submission's includes of
+    torch's umbrella headers commented out) and the .cu under `prelude` (None: torch's own headers)."""
     # main.cpp exactly as load_inline writes it, but torch/extension.h comes through the PCH
-    lines = [f'#include "{PCH_HEADER}"' if pch_dir else "#include <torch/extension.h>"] + _as_list(a["cpp_sources"])
+    cpp = _as_list(a["cpp_sources"])
+    if light_binding:
+        lines = [f'#include "{BINDING_HEADER}"'] + [_HEAVY_INCLUDE.sub(r"// (light binding) \g<0>", c) for c in cpp]
+    else:
+        lines = [f'#include "{PCH_HEADER}"' if pch_dir else "#include <torch/extension.h>"] + cpp
     if prelude == "shim":  # what the shim's .cu calls, answered with torch's own types
         lines.append(f'#include "{SHIM_BRIDGE}"')
     functions = a.get("functions")

@@ -55,10 +55,11 @@ class JudgeConfig:
     input_dists: tuple[str, ...] = ("uniform", "heavy", "signed", "positive", "large", "small", "edges")
     sandbox: str = "auto"                   # auto | bwrap | unshare | none (see judge/sandbox.py)
     candidate_memory_bytes: int = 16 << 30  # address-space limit of a candidate on the CPU device
-    # faster load_inline builds, same modules (candidate/fast_build.py): a light header prelude for the
-    # .cu ("aten" | "core"; "shim": no torch header at all, falling back to "core"; not yet verified on
-    # a GPU; "off" = torch's own path), and a precompiled torch/extension.h for main.cpp
-    fast_build: str = "core"
+    # faster load_inline builds, same modules (candidate/fast_build.py): the .cu sees no torch header
+    # ("shim": cuda_prelude_shim.h, main.cpp answers its calls with torch's functions; a kernel it cannot
+    # build goes to "core"), or a light prelude of ATen headers ("core" | "aten"; "off" = torch's own
+    # path); and a precompiled torch/extension.h for main.cpp. Shim on the H200: docs/performance.md
+    fast_build: str = "shim"
     precompiled_header: bool = True
     # optimisation levels given a precompiled header (each ~0.8 GB, ~40 s to make once per box)
     pch_variants: tuple[str, ...] = field(default_factory=lambda: tuple(

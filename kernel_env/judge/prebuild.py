@@ -28,6 +28,11 @@ from pathlib import Path
 log = logging.getLogger("kernel_env.judge")
 
 HEADER = "kernel_env_torch_extension.h"   # the name candidate/fast_build.py includes
+# and the light binding header (candidate/include/torch_binding_light.h), for a main.cpp whose sources
+# only declare the kernels' functions: most of main.cpp's time with the full header is spent on
+# template instantiations that a precompiled header does not save
+BINDING_HEADER = "kernel_env_torch_binding.h"
+INCLUDE_DIR = Path(__file__).resolve().parent.parent / "candidate" / "include"
 VARIANTS = {"O0": [], "O2": ["-O2"], "O3": ["-O3"]}
 
 
@@ -59,7 +64,8 @@ def pch_dir(cache_dir: Path, cxx: str, flags: list[str], variants=tuple(VARIANTS
         version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         version = ""
-    key = hashlib.sha256("\0".join([torch.__version__, cxx, version, *flags, *variants]).encode()).hexdigest()[:16]
+    light = [(INCLUDE_DIR / h).read_text() for h in ("torch_binding_light.h", "cuda_torch_names.h")]
+    key = hashlib.sha256("\0".join([torch.__version__, cxx, version, *flags, *variants, *light]).encode()).hexdigest()[:16]
     return Path(cache_dir) / "pch" / key
 
 
@@ -73,7 +79,7 @@ def build(cache_dir: Path, with_cuda: bool, variants=tuple(VARIANTS)) -> Path | 
         d.mkdir(parents=True, exist_ok=True)
         with open(_build_lock(cache_dir, with_cuda), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another judge may be building it: wait for that one
-            if not (d / "READY").exists() and not _make(cxx, flags, d, variants):
+            if not (d / "READY").exists() and not _make(cxx, flags, d, variants, with_cuda):
                 return None
         ptr = _pointer(cache_dir, with_cuda)  # replaced whole: a judge reading it never sees half of it
         tmp = ptr.with_name(f"{ptr.name}.{os.getpid()}")
@@ -85,21 +91,30 @@ def build(cache_dir: Path, with_cuda: bool, variants=tuple(VARIANTS)) -> Path | 
         return None
 
 
-def _make(cxx: str, flags: list[str], d: Path, variants) -> bool:
+def _make(cxx: str, flags: list[str], d: Path, variants, with_cuda: bool) -> bool:
+    """Both headers, every variant, in parallel. The light binding header is optional: without it
+    main.cpp includes the full one (fast_build.py checks for its .gch folder)."""
     (d / HEADER).write_text("#include <torch/extension.h>\n")
-    tmp = Path(tempfile.mkdtemp(prefix="gch-", dir=d))
-    procs = {name: subprocess.Popen([cxx, *flags, *extra, "-x", "c++-header", str(d / HEADER),
-                                     "-o", str(tmp / f"{name}.gch")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-             for name, extra in VARIANTS.items() if name in variants}
-    failed = [n for n, p in procs.items() if p.wait() != 0]
+    (d / BINDING_HEADER).write_text(("" if with_cuda else "#define KSHIM_NO_CUDA\n")
+                                    + '#include "torch_binding_light.h"\n')
+    tmps = {h: Path(tempfile.mkdtemp(prefix="gch-", dir=d)) for h in (HEADER, BINDING_HEADER)}
+    procs = {(h, name): subprocess.Popen([cxx, *flags, *extra, "-I", str(INCLUDE_DIR), "-x", "c++-header", str(d / h),
+                                          "-o", str(tmps[h] / f"{name}.gch")],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for h in tmps for name, extra in VARIANTS.items() if name in variants}
+    failed = [k for k, p in procs.items() if p.wait() != 0]
     if failed:
-        log.warning("precompiled header not built (%s): %s", ", ".join(failed),
+        log.warning("precompiled header not built (%s): %s", ", ".join("/".join(k) for k in failed),
                     procs[failed[0]].stderr.read().decode(errors="replace")[-500:])
-        shutil.rmtree(tmp, ignore_errors=True)
+    for h, tmp in tmps.items():
+        if any(k[0] == h for k in failed):
+            shutil.rmtree(tmp, ignore_errors=True)
+            continue
+        gch = d / f"{h}.gch"  # a folder: gcc picks the variant whose flags match the build's
+        shutil.rmtree(gch, ignore_errors=True)
+        os.replace(tmp, gch)
+    if any(k[0] == HEADER for k in failed):
         return False
-    gch = d / f"{HEADER}.gch"  # a folder: gcc picks the variant whose flags match the build's
-    shutil.rmtree(gch, ignore_errors=True)
-    os.replace(tmp, gch)
     (d / "READY").write_text("")
     return True
 
