@@ -78,12 +78,21 @@ ALT_DISTS = tuple(d for d in INPUT_DISTS if d != "normal")
 DIST_FAMILIES = (("uniform", "signed"), ("large", "small", "heavy"), ("edges", "positive"))
 
 
+def _value_hash32(t: torch.Tensor) -> torch.Tensor:
+    """One xorshift-multiply round on each element's float32 bits, as int32 (the uint32 result's bits).
+
+    In int32, half the memory traffic of int64 (inputs of GBs, in the device slot): `>>` sign-extends,
+    so the shifted bits are masked to make it the logical shift; the product wraps modulo 2**32 like
+    the uint32 one (tests/test_hacks.py checks it against the uint32 arithmetic done in int64)."""
+    h = t.float().view(torch.int32)
+    h = h ^ ((h >> 16) & 0xFFFF)
+    h = h * 0x45D9F3B
+    return h ^ ((h >> 16) & 0xFFFF)
+
+
 def _value_hash01(t: torch.Tensor) -> torch.Tensor:
-    """A pseudo-random number in [0, 1) per element that depends only on the element's value (one
-    xorshift-multiply round on its float32 bits: few passes over inputs of GBs, in the device slot)."""
-    h = t.float().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
-    h = ((h ^ (h >> 16)) * 0x45D9F3B) & 0xFFFFFFFF  # a multiplier < 2**31: no int64 overflow
-    return ((h ^ (h >> 16)) >> 8).float() / 2.0**24  # 24 bits: exact in float32
+    """A pseudo-random number in [0, 1) per element that depends only on the element's value."""
+    return ((_value_hash32(t) >> 8) & 0xFFFFFF).float() / 2.0**24  # 24 bits: exact in float32
 
 
 _CHUNK = 1 << 24  # elements per step: the temporaries stay small next to inputs of several GB
@@ -105,8 +114,8 @@ def transform_input(x: torch.Tensor, dist: str) -> torch.Tensor:
         f = lambda c: torch.where(c == 0, c.to(wide), (2.0 * _value_hash01(c) - 1.0).to(wide))
     elif dist == "heavy":  # P(factor > k) = 1/k^2, up to 1000
         f = lambda c: c.to(wide) * (1.0 - _value_hash01(c)).clamp_min(1e-6).rsqrt().to(wide)
-    elif dist == "signed":
-        f = lambda c: torch.where(_value_hash01(c) < 0.5, -c.to(wide), c.to(wide))
+    elif dist == "signed":  # _value_hash01 < 0.5 is the hash's top bit clear: int32 >= 0
+        f = lambda c: torch.where(_value_hash32(c) >= 0, -c.to(wide), c.to(wide))
     elif dist == "positive":
         f = lambda c: c.to(wide).abs()
     elif dist == "large":

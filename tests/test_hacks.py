@@ -197,6 +197,22 @@ def test_input_distributions_are_deterministic_and_keep_structure():
     assert (harness.transform_input(torch.randn(10_000, generator=g), "edges") == 0).float().mean() > 0.1
 
 
+def test_value_hash_is_the_uint32_round_computed_in_int32():
+    # the input maps' hash runs in int32 (half the traffic): the same numbers as the uint32 arithmetic
+    # done in int64, for every kind of float32 value
+    g = torch.Generator().manual_seed(3)
+    x = torch.cat([torch.randn(200_000, generator=g) * 10.0 ** torch.randint(-40, 38, (200_000,), generator=g),
+                   torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-45, -1e-45, 3.4e38])])
+    h = x.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    h = ((h ^ (h >> 16)) * 0x45D9F3B) & 0xFFFFFFFF
+    h = h ^ (h >> 16)
+    assert torch.equal(harness._value_hash32(x).to(torch.int64) & 0xFFFFFFFF, h)
+    assert torch.equal(harness._value_hash01(x), (h >> 8).float() / 2.0**24)
+    # "signed" negates where the [0, 1) hash is below one half
+    signed = torch.where((h >> 8).float() / 2.0**24 < 0.5, -x, x)
+    assert torch.equal(harness.transform_input(x, "signed").view(torch.int32), signed.view(torch.int32))  # NaN too
+
+
 def test_distributions_the_task_cannot_take_fall_back_to_its_own(tmp_path):
     from kernel_env.judge.reference_worker import choose_dists, task_dists
     (tmp_path / "log_task.py").write_text(
