@@ -98,6 +98,33 @@ def _value_hash01(t: torch.Tensor) -> torch.Tensor:
 _CHUNK = 1 << 24  # elements per step: the temporaries stay small next to inputs of several GB
 
 
+def rms_finite(t: torch.Tensor, chunk: int = _CHUNK) -> float:
+    """Root mean square of the finite elements (0.0 when none), a chunk at a time (no full-size copy).
+    The sums of squares are float32 dot products (a quarter of the memory traffic of float64 passes:
+    tensors of GBs, in the device slot), added up in float64; float64 when a float32 sum overflows."""
+    if not t.is_floating_point():
+        return 0.0
+    if t.dtype != torch.float64:
+        r = _rms_in(t, chunk, torch.float32)
+        if math.isfinite(r):
+            return r
+    return _rms_in(t, chunk, torch.float64)
+
+
+def _rms_in(t: torch.Tensor, chunk: int, dtype: torch.dtype) -> float:
+    flat = t.reshape(-1)
+    sq = torch.zeros((), dtype=torch.float64, device=t.device)
+    n = torch.zeros((), dtype=torch.int64, device=t.device)
+    for i in range(0, flat.numel(), chunk):
+        c = flat[i:i + chunk].to(dtype)
+        fin = torch.isfinite(c)
+        z = torch.where(fin, c, torch.zeros((), dtype=dtype, device=c.device))
+        sq += torch.dot(z, z)
+        n += fin.sum()
+    n = int(n)
+    return math.sqrt(float(sq) / n) if n else 0.0
+
+
 def _map_chunks(x: torch.Tensor, f) -> torch.Tensor:
     flat = x.contiguous().view(-1)
     out = torch.empty_like(flat)
@@ -123,12 +150,7 @@ def transform_input(x: torch.Tensor, dist: str) -> torch.Tensor:
     elif dist == "small":
         f = lambda c: c.to(wide) / 1024.0
     elif dist == "edges":
-        sq, n = 0.0, 0
-        for c in x.contiguous().view(-1).split(_CHUNK):
-            c = c.double()
-            c = c[torch.isfinite(c)]
-            sq, n = sq + float(c.pow(2).sum()), n + c.numel()
-        rms = math.sqrt(sq / n) if n else 1.0
+        rms = rms_finite(x) or 1.0
         step = 2.0 ** round(math.log2(rms)) / 2 if rms > 0 else 0.5  # a power of two: exact multiples
         f = lambda c: torch.round(c.to(wide) / step) * step
     else:

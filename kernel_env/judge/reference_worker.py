@@ -22,7 +22,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import math
 import os
 import re
 import sys
@@ -176,30 +175,8 @@ def _all_finite(outs: list) -> bool:
 
 
 def _rms(t: torch.Tensor, chunk: int = CHUNK) -> float:
-    """Root mean square of the finite elements, a chunk at a time (no full-size copy). The sums of
-    squares are float32 dot products (a quarter of the memory traffic of float64 passes, on outputs of
-    GBs in the device slot), added up in float64; when a float32 sum overflows, float64 passes."""
-    if not t.is_floating_point():
-        return 0.0
-    if t.dtype != torch.float64:
-        r = _rms_in(t, chunk, torch.float32)
-        if math.isfinite(r):
-            return r
-    return _rms_in(t, chunk, torch.float64)
-
-
-def _rms_in(t: torch.Tensor, chunk: int, dtype: torch.dtype) -> float:
-    flat = t.reshape(-1)
-    sq = torch.zeros((), dtype=torch.float64, device=t.device)
-    n = torch.zeros((), dtype=torch.int64, device=t.device)
-    for i in range(0, flat.numel(), chunk):
-        c = flat[i:i + chunk].to(dtype)
-        fin = torch.isfinite(c)
-        z = torch.where(fin, c, torch.zeros((), dtype=dtype, device=c.device))
-        sq += torch.dot(z, z)
-        n += fin.sum()
-    n = int(n)
-    return math.sqrt(float(sq) / n) if n else 0.0
+    """Root mean square of the finite elements (harness.rms_finite)."""
+    return harness.rms_finite(t, chunk)
 
 
 def task_dists(task_mod, device: torch.device, outputs: list, alts=harness.ALT_DISTS) -> list:
