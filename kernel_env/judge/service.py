@@ -683,7 +683,8 @@ class Judge:
     def _timing(self) -> dict:
         c = self.cfg
         return {"warmup": c.warmup_calls, "warmup_s": c.warmup_s, "min_calls": c.min_timed_calls, "max_calls": c.max_timed_calls,
-                "budget_s": c.timing_budget_s, "stable_rel": c.timing_stable_rel}
+                "budget_s": c.timing_budget_s, "stable_rel": c.timing_stable_rel,
+                "retime_spread": c.timing_retime_spread, "attempts": c.timing_attempts}
 
     def _ref_common(self) -> dict:
         c = self.cfg
