@@ -553,7 +553,8 @@ class Judge:
                 if isinstance(msg.get("phases"), dict):
                     got["phases"] = {k: v for k, v in msg["phases"].items()
                                      if isinstance(v, (int, float))
-                                     or (k == "trial_steps_s" and isinstance(v, list) and len(str(v)) < 2000)
+                                     or (k in ("trial_steps_s", "timing_spreads") and isinstance(v, list)
+                                         and len(str(v)) < 2000)
                                      or (k == "module_sha" and isinstance(v, str) and len(v) <= 64)}
                 break
             elif ev == "timeout":
