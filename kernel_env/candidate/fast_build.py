@@ -14,7 +14,11 @@ parses twice (device and host). Two changes, each one falling back to torch's ow
    kernel it cannot build is built with the `core` prelude.
 2. `main.cpp` includes torch/extension.h through a precompiled header that the judge made at start
    (judge/prebuild.py; its folder comes in KERNEL_ENV_PCH_DIR). gcc ignores a PCH whose flags do not
-   match, so the worst case is the normal parse.
+   match, so the worst case is the normal parse. Under the shim, when the C++ sources only declare
+   functions, `main.cpp` includes a light binding header instead (include/torch_binding_light.h,
+   precompiled too): the full header's pending template instantiations cost every file that
+   includes it seconds even through the PCH. A main.cpp that does not compile that way is built
+   with the full header (and a marker skips the light attempt next time).
 
 The module is what torch builds from the same sources with the same flags: same compiler, same
 `functions` binding, same build folder (TORCH_EXTENSIONS_DIR/<name>), torch's own versioning.
