@@ -400,14 +400,13 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
                 break
         return times
 
-    best, spreads = None, []
+    measured, spreads = [], []
     for _ in range(max(1, attempts)):
-        times = measure()
-        spreads.append(spread_of(times))
-        if best is None or spreads[-1] < spread_of(best):
-            best = times
+        measured.append(measure())
+        spreads.append(spread_of(measured[-1]))
         if spreads[-1] <= retime_spread:
             break
+    best = measured[spreads.index(min(spreads))]
     return {"median_ms": _median(best), "times_ms": best, "overhead_ms": overhead, "spreads": spreads}
 
 

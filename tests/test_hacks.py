@@ -353,7 +353,7 @@ def test_rms_of_finite_elements_in_float32_sums_falls_back_to_float64_on_overflo
     # the scale that widens other distributions' tolerances: float32 dot products added in float64,
     # the same number as float64 passes; a sum of squares past float32's range takes those passes
     import math
-    _rms = harness.rms_finite  # the reference worker's _rms, and the step of the "edges" map
+    _rms = harness.rms_finite  # the reference worker's output scale, and the step of the "edges" map
     g = torch.Generator().manual_seed(5)
     x = torch.randn(3_000_001, generator=g) * 3.0
     exact = float(x.double().pow(2).mean().sqrt())

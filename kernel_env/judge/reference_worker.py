@@ -33,7 +33,7 @@ import torch
 
 from kernel_env import harness
 from kernel_env.judge import roofline
-from kernel_env.judge.compare import CHUNK, compare_outputs, warm_fused
+from kernel_env.judge.compare import compare_outputs, warm_fused
 
 PROFILE_SEEDS = (1234, 5678)  # fixed: the cached reference timing must not depend on one evaluation
 
@@ -133,7 +133,7 @@ def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dic
         "outputs": [{"dtype": harness.DTYPE_NAMES.get(o.dtype, str(o.dtype)), "shape": list(o.shape)} for o in outs],
     }
     if extras:  # the outputs of the profile's seed are those profile_extras would make again
-        prof["out_rms"] = [_rms(o) for o in outs]
+        prof["out_rms"] = [harness.rms_finite(o) for o in outs]
     del model, sets, outs
     if extras:
         prof = profile_extras(prof, task_mod, device)
@@ -176,11 +176,6 @@ def _all_finite(outs: list) -> bool:
     return all(bool(torch.isfinite(o).all()) for o in outs if o.is_floating_point() or o.is_complex())
 
 
-def _rms(t: torch.Tensor, chunk: int = CHUNK) -> float:
-    """Root mean square of the finite elements (harness.rms_finite)."""
-    return harness.rms_finite(t, chunk)
-
-
 def task_dists(task_mod, device: torch.device, outputs: list, alts=harness.ALT_DISTS) -> list:
     """The input distributions (harness.INPUT_DISTS) a task can take, found once per task on the
     profile's seed and cached with its profile: float inputs that the map changes (|x| of inputs that
@@ -217,7 +212,7 @@ def profile_extras(prof: dict, task_mod, device: torch.device) -> dict:
         model = harness.make_model(task_mod.Model, task_mod, PROFILE_SEEDS[0], device)
         outs = harness.flatten_outputs(harness.call(model, harness.make_inputs(task_mod, PROFILE_SEEDS[0], device),
                                                     PROFILE_SEEDS[0]))
-        prof["out_rms"] = [_rms(o) for o in outs]
+        prof["out_rms"] = [harness.rms_finite(o) for o in outs]
         del model, outs
     if "alt_dists" not in prof:
         prof["alt_dists"] = task_dists(task_mod, device, prof["outputs"])
@@ -281,7 +276,7 @@ def compare(req: dict, task_mod, device: torch.device, slots: list, wire: list, 
                     continue
                 # the tolerances are set for the task's own output scale: scale atol with the output
                 # (1024x inputs give a 1024x..1e6x output and rounding errors to match)
-                scale = [max(1.0, _rms(r) / o) if isinstance(o, (int, float)) and o > 0 else 1.0
+                scale = [max(1.0, harness.rms_finite(r) / o) if isinstance(o, (int, float)) and o > 0 else 1.0
                          for r, o in zip(ref, own_rms + [None] * len(ref))]
                 clock("compare_s")
         else:
@@ -322,7 +317,7 @@ def warm_kernels(device: torch.device, tol: dict) -> None:
         x = torch.randn(64, device=device).to(dtype)
         compare_outputs([x], [x.clone()], tol)
         _all_finite([x])
-        _rms(x)
+        harness.rms_finite(x)
     warm_fused(device)  # the one-pass comparison of large outputs is a Triton kernel: compiled now
     harness.synchronize(device)
 
