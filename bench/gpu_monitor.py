@@ -15,8 +15,8 @@ import time
 
 class GpuMonitor:
     def __init__(self, enabled: bool = True):
-        self.samples: list[tuple[float, int, float]] = []  # (monotonic time, gpu index, util %)
-        self.extra: list[tuple[float, int, float | None, float | None, float | None]] = []  # (t, gpu, MHz, C, W)
+        # (monotonic time, gpu index, util %, SM MHz, temperature C, power W); the last three None when unread
+        self.samples: list[tuple[float, int, float, float | None, float | None, float | None]] = []
         self.proc = None
         if enabled and shutil.which("nvidia-smi"):
             self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=index,utilization.gpu,clocks.sm,temperature.gpu,power.draw",
@@ -28,24 +28,22 @@ class GpuMonitor:
         for line in self.proc.stdout:
             try:
                 idx, util, *rest = (x.strip() for x in line.split(","))
-                t = time.monotonic()
-                self.samples.append((t, int(idx), float(util)))
-                self.extra.append((t, int(idx), *(_num(x) for x in (rest + ["", "", ""])[:3])))
+                self.samples.append((time.monotonic(), int(idx), float(util), *(_num(x) for x in (rest + ["", "", ""])[:3])))
             except ValueError:
                 continue
 
     def mean(self, t0: float, t1: float, gpus: list[int] | None = None) -> float | None:
         """Mean utilisation % over [t0, t1] (monotonic), over `gpus` (default: all)."""
-        xs = [u for t, i, u in self.samples if t0 <= t <= t1 and (gpus is None or i in gpus)]
+        xs = [u for t, i, u, *_ in self.samples if t0 <= t <= t1 and (gpus is None or i in gpus)]
         return sum(xs) / len(xs) if xs else None
 
     def clock_at(self, t0: float, t1: float) -> dict | None:
         """SM clock (min, mean MHz), temperature (max C) and power (max W) sampled in [t0, t1]."""
-        xs = [e for e in self.extra if t0 - 0.5 <= e[0] <= t1 + 0.5]
-        clk = [e[2] for e in xs if e[2] is not None]
+        xs = [e for e in self.samples if t0 - 0.5 <= e[0] <= t1 + 0.5]
+        clk = [e[3] for e in xs if e[3] is not None]
         if not clk:
             return None
-        temp, power = [e[3] for e in xs if e[3] is not None], [e[4] for e in xs if e[4] is not None]
+        temp, power = [e[4] for e in xs if e[4] is not None], [e[5] for e in xs if e[5] is not None]
         return {"sm_mhz_min": min(clk), "sm_mhz_mean": round(sum(clk) / len(clk)),
                 "temp_c_max": max(temp) if temp else None, "power_w_max": max(power) if power else None}
 

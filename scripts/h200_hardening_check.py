@@ -108,7 +108,7 @@ def through_load_inline(source: str) -> str | None:
     return "\n".join(source.splitlines()[: calls[-1].end_lineno]) if calls else None
 
 
-def prebuild_extensions(paths: list[Path], cache_dir: Path, device: str, fast_build: str = "core") -> dict:
+def prebuild_extensions(paths: list[Path], cache_dir: Path, device: str, fast_build: str = "shim") -> dict:
     """One build per distinct build folder (judge.service.build_key), all at once, where the judge looks."""
     todo = {}
     for p in paths:
