@@ -70,10 +70,11 @@ if mode == "between":
             del base
 else:  # "stream": the matmul timed again and again for `seconds`, every call kept
     base = KERNELS["matmul"][1]()
-    t0, calls = time.monotonic(), []
+    t0, calls, starts = time.monotonic(), [], []
     while time.monotonic() - t0 < seconds:
+        starts.append(round(time.monotonic() - t0, 3))  # when each block of 200 calls began
         calls += timed("matmul", base, "fixed200")
-    out["calls"] = calls
+    out["calls"], out["block_starts_s"] = calls, starts
 print(json.dumps(out))
 '''
 
@@ -137,6 +138,7 @@ def between(device: str, procs: int, allocs: int) -> dict:
                 "medians_first_alloc_ms": [round(x, 4) for x in first],
                 "across_processes": round(_ratio(first), 4),
                 "within_process_across_allocs_max": round(max(within), 4),
+                "medians_ms": [[round(a[0], 4) for a in r[name][rule]] for r in runs],  # per process, per allocation
                 "calls": [a[1] for r in runs for a in r[name][rule]],
                 "own_spread_max": round(max(a[2] for r in runs for a in r[name][rule]), 4)}
     return res
@@ -168,9 +170,11 @@ def disturbed(device: str, scenario: str, seconds: float, alone_ms: float | None
         t.join(timeout=120)
     q = sorted(calls)
     med = statistics.median(q)
+    blocks = [round(statistics.median(calls[i:i + 50]), 4) for i in range(0, len(calls), 50)]  # 50 calls each
     ref = alone_ms or med
     return {"calls": len(calls), "median_ms": round(med, 4), "spread": round((q[len(q) * 9 // 10] - q[len(q) // 10]) / med, 4),
-            "slow_share": round(sum(1 for c in calls if c > 1.5 * ref) / len(calls), 4), "max_ms": round(q[-1], 4)}
+            "slow_share": round(sum(1 for c in calls if c > 1.5 * ref) / len(calls), 4), "max_ms": round(q[-1], 4),
+            "medians_of_50_calls": blocks, "calls_ms": [round(c, 4) for c in calls]}
 
 
 def main() -> int:
@@ -184,7 +188,7 @@ def main() -> int:
     args = ap.parse_args()
     out = {"device": args.device, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     print("part 1: the same kernels in fresh processes", flush=True)
-    out["between"] = between(args.device, args.procs, args.allocs)
+    out["between"] = between(args.device, args.procs, args.allocs) if args.procs > 0 else {}
     for k, v in out["between"].items():
         print(f"  {k:18s} across processes {v['across_processes']:.4f}  within a process (allocations) "
               f"{v['within_process_across_allocs_max']:.4f}  own spread max {v['own_spread_max']:.3f}  "
@@ -198,6 +202,8 @@ def main() -> int:
             alone = r["median_ms"]
         print(f"  {s:15s} median {r['median_ms']:.4f} ms  spread {r['spread']:.4f}  calls 1.5x slow "
               f"{r['slow_share']:.3f}  max {r['max_ms']:.3f} ms  ({r['calls']} calls)", flush=True)
+        print(f"  {'':15s} medians of 50 calls in order: {' '.join(f'{x:.3f}' for x in r['medians_of_50_calls'])}",
+              flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=1))

@@ -98,6 +98,8 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
         if any(tm):
             out["slot_p50_s"] = {k: pct([t.get(k) for t in tm], 50) for k in ("prepare_s", "run_s", "reference_s")}
             out["slot_p50_s"].update({k: pct([p.get(k) for p in ph], 50) for k in ("import_s", "trials_s", "timing_s")})
+            # from taking a run process to its "ready": it may still be starting (torch, CUDA context)
+            out["ready_p50_s"], out["ready_p95_s"] = pct([t.get("ready_s") for t in tm], 50), pct([t.get("ready_s") for t in tm], 95)
         qs = ld.get("queues") or []
         if qs:
             out["waiting_build_mean"] = sum(q["waiting_build"] or 0 for q in qs) / len(qs)
@@ -133,6 +135,7 @@ def rows(s: dict) -> list[tuple[str, str]]:
         ("latency s p50 / p95", _pair(s.get("latency_p50_s"), s.get("latency_p95_s"))),
         ("device queue wait s p50 / p95", _pair(s.get("queue_p50_s"), s.get("queue_p95_s"))),
         ("build slot wait s p50 / p95", _pair(s.get("build_wait_p50_s"), s.get("build_wait_p95_s"))),
+        ("run process ready s p50 / p95", _pair(s.get("ready_p50_s"), s.get("ready_p95_s"))),
         ("mean waiting for build slot / device", _pair(s.get("waiting_build_mean"), s.get("waiting_device_mean"), 1)),
         ("measurement (device slot) s p50", _f(s.get("measure_p50_s"))),
         ("  prepare / run / reference s p50", " / ".join(_f((s.get("slot_p50_s") or {}).get(k))

@@ -337,7 +337,7 @@ class L2Flusher:
 
 def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_calls: int, budget_s: float,
                stable_rel: float, flusher: L2Flusher, before=None, after=None, warmup_s: float = 0.2,
-               retime_spread: float = 0.0, attempts: int = 1) -> dict:
+               retime_spread: float = 0.0, attempts: int = 1, min_wall_s: float = 0.0) -> dict:
     """Time fn() per call: L2 flushed before each call, device-wide sync after, median reported.
 
     On CUDA each call is bracketed by events, and the end is taken after a device-wide synchronize so
@@ -345,7 +345,9 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     empty call is subtracted (never below the plain stream-event time). On CPU a monotonic clock.
     before() and after() run around each call, outside the timed region (fresh inputs; keeping outputs).
     Warm-up: at least `warmup` calls and `warmup_s` seconds. Stops when the median is stable (moves less than stable_rel between the first half and all
-    calls) after min_calls, when budget_s of measured time is spent, or at max_calls.
+    calls) after min_calls and min_wall_s of wall time, when budget_s of measured time is spent, or at
+    max_calls. The wall time matters because the GPU has slower spells lasting tens to hundreds of
+    milliseconds (docs/performance.md): a measurement that covers only one spell is off by a few %.
     A measurement whose calls spread more than `retime_spread` ((p90 - p10) / median) was disturbed
     (another process's work on the device time-slices with it: calls twice as slow): it is measured
     again, up to `attempts` times in all, and the least spread measurement is the result.
@@ -385,14 +387,14 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
 
     def measure() -> list:
         times = []
-        spent = 0.0
+        spent, t_start = 0.0, _perf_counter()
         while len(times) < max_calls:
             t_stream, t_all = one(fn)
             t = max(t_stream, t_all - overhead) if cuda else t_stream
             times.append(t)
             spent += t / 1e3
             n = len(times)
-            if n >= min_calls and n % 5 == 0:
+            if n >= min_calls and n % 5 == 0 and _perf_counter() - t_start >= min_wall_s:
                 med, med_half = _median(times), _median(times[: n // 2])
                 if abs(med - med_half) <= stable_rel * med or spent >= budget_s:
                     break

@@ -9,6 +9,7 @@ then checks one case. Files whose name starts with gpu_ need CUDA and are only c
 import ast
 import asyncio
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -389,3 +390,18 @@ def test_a_disturbed_measurement_is_taken_again_and_the_least_spread_one_kept():
     res = harness.time_calls(fn, torch.device("cpu"), **kw)
     assert len(res["spreads"]) == 1 and res["spreads"][0] > 1.0
     assert harness.spread_of([1.0] * 19 + [2.0]) == 0.0 and harness.spread_of([1.0, 2.0] * 10) == pytest.approx(1 / 1.5)
+
+
+def test_a_measurement_covers_min_wall_s_before_a_stable_median_ends_it():
+    # the GPU's slower spells last tens of milliseconds and more: a stable median over 20 quick calls
+    # inside one spell does not end the measurement before min_wall_s of wall time
+    def fn():
+        pass
+
+    kw = dict(warmup=3, warmup_s=0.0, min_calls=20, max_calls=100000, budget_s=5.0, stable_rel=0.5,
+              flusher=harness.L2Flusher(torch.device("cpu"), 1024))
+    quick = harness.time_calls(fn, torch.device("cpu"), **kw)
+    assert len(quick["times_ms"]) == 20  # stable at once
+    t0 = time.perf_counter()
+    covered = harness.time_calls(fn, torch.device("cpu"), min_wall_s=0.3, **kw)
+    assert time.perf_counter() - t0 >= 0.3 and len(covered["times_ms"]) > 20

@@ -2,6 +2,7 @@
 import asyncio
 import math
 import os
+from pathlib import Path
 import subprocess
 import tempfile
 import sys
@@ -33,7 +34,8 @@ def _children_of_us():
 
 
 def _leftovers(judge):
-    return sorted(p.name for p in judge.work_root.iterdir() if p.name.startswith(("eval-", "ref-", "profile-")))
+    staged = sorted(judge.build_staging.iterdir()) if judge.build_staging.exists() else []
+    return sorted(p.name for p in judge.work_root.iterdir() if p.name.startswith(("eval-", "ref-", "profile-"))) + staged
 
 
 def test_correct_cpp_kernel_is_timed_with_speedup_and_roofline(cache_dir):
@@ -349,7 +351,7 @@ def test_cli_eval_json_and_tasks(tmp_path):
     assert v["stage"] == "correctness" and v["correct"] is False
 
 
-def test_a_build_killed_midway_leaves_no_lock_behind(cache_dir):
+def test_a_build_killed_midway_leaves_nothing_behind(cache_dir):
     # a kernel source of its own (its own build folder); killed by the build timeout while compiling
     code = submission("relu_ok.py").replace('name="kernel_env_test_ops"', 'name="kernel_env_killed_build"').replace(
         "// Never returns", "// a different source: built in a folder of its own\\n// Never returns")
@@ -358,8 +360,10 @@ def test_a_build_killed_midway_leaves_no_lock_behind(cache_dir):
     ext_dir = cache_dir / "torch_extensions" / build_key(code)
     v = judge.evaluate_sync("level1/1_Small_ReLU", code)
     assert v.stage == "build" and v.error_kind == "build_timeout", v.feedback
-    assert (ext_dir / "kernel_env_killed_build" / "main.cpp").is_file()  # it was compiling when killed
-    assert not list(ext_dir.glob("*/lock"))
+    # it compiled in its build process's own folder, removed with the process: nothing of it reached
+    # the cache (a half build, torch's lock) for the next build of the same source to trip on
+    assert not list(ext_dir.glob("*"))
+    assert not list((cache_dir / "torch_extensions").glob("*/*/lock"))
     assert not _children_of_us() and not _leftovers(judge)
 
 
@@ -369,3 +373,54 @@ def test_build_folder_follows_the_kernel_source_not_the_python_around_it():
     assert build_key(ok) == build_key(submission("relu_wrong.py")) == build_key(submission("tanh_ok.py"))
     assert build_key('"""another docstring"""\n' + ok) == build_key(ok)
     assert build_key(ok.replace("out[i] = in[i] > 0.0f", "out[i] = in[i] >= 0.0f")) != build_key(ok)
+
+
+def test_a_finished_build_moves_into_the_cache_without_changing_a_file_there(tmp_path):
+    """What a build process built in its own folder moves into the source's build folder; modules of
+    calls the folder already has stay as they are (a run process may be reading them)."""
+    import json
+    from kernel_env.candidate.fast_build import BUILT_MANIFEST
+    from kernel_env.judge.service import publish_build
+
+    def staged(keys, name="ext"):  # a build process's torch_extensions folder
+        root = Path(tempfile.mkdtemp(dir=tmp_path))
+        (root / name).mkdir()
+        for k in keys:
+            (root / name / f"{name}.so").write_text(f"module {k}")  # torch names every build of `name` alike
+        (root / name / BUILT_MANIFEST).write_text(json.dumps({k: {"module": name, "file": f"{name}.so"} for k in keys}))
+        return root
+
+    def manifest(folder):
+        return json.loads((folder / BUILT_MANIFEST).read_text())
+
+    ext = tmp_path / "cache" / "source1"
+    publish_build(staged(["a"]), ext)
+    assert manifest(ext / "ext") == {"a": {"module": "ext", "file": "ext.so"}}
+    publish_build(staged(["a"]), ext)  # the same source built twice at once: the first stays
+    publish_build(staged(["b"]), ext)  # another call (flags, header): its module moves in under a name of its own
+    m = manifest(ext / "ext")
+    assert (ext / "ext" / "ext.so").read_text() == "module a" and m["a"]["file"] == "ext.so"
+    assert m["b"]["file"] != "ext.so" and (ext / "ext" / m["b"]["file"]).read_text() == "module b"
+    assert sorted(p.name for p in (ext / "ext").iterdir()) == sorted(["ext.so", m["b"]["file"], BUILT_MANIFEST])
+
+    # the manifest is a claim of the candidate: a module outside its folder, a symlink, a huge manifest,
+    # a symlinked extension folder do not move
+    (tmp_path / "outside.so").write_text("elsewhere")
+    odd = Path(tempfile.mkdtemp(dir=tmp_path))
+    for name, file in (("up", "../outside.so"), ("link", "link.so"), ("huge", "huge.so")):
+        (odd / name).mkdir()
+        (odd / name / BUILT_MANIFEST).write_text(json.dumps({"k": {"module": name, "file": file}}))
+    (odd / "link" / "link.so").symlink_to(tmp_path / "outside.so")
+    (odd / "huge" / "huge.so").write_text("x")
+    (odd / "huge" / BUILT_MANIFEST).write_text(json.dumps({"k": {"module": "huge", "file": "huge.so"}, "pad": "x" * (2 << 20)}))
+    (odd / "linked_folder").symlink_to(staged(["c"]) / "ext", target_is_directory=True)
+    publish_build(odd, ext)
+    assert sorted(p.name for p in ext.iterdir()) == ["ext"]
+
+
+def test_a_fresh_judge_loads_an_earlier_build_instead_of_compiling(cache_dir):
+    code = submission("relu_ok.py")
+    first = make_judge(cache_dir).evaluate_sync("level1/1_Small_ReLU", code)  # built here or by an earlier test
+    again = make_judge(cache_dir).evaluate_sync("level1/1_Small_ReLU", code)  # remembers nothing
+    assert first.correct and again.correct, (first.feedback, again.feedback)
+    assert again.details.get("build_reused") == 1 and "build_cached" not in again.details

@@ -229,8 +229,9 @@ def test_http_routes_and_auth(server):
 
 @slow
 def test_shared_processes_start_with_the_server_and_end_with_it(tmp_path):
-    # JudgeConfig.start_ahead: the reference worker and an idle run process start before any step, so
-    # the first evaluation waits for neither; a server stopped while they still start leaves nothing
+    # JudgeConfig.start_ahead: the reference worker, an idle run process and an idle build process start
+    # before any step, so the first evaluation waits for none; a server stopped while they still start
+    # leaves nothing
     quick = Server(tmp_path / "quick").wait_ready()
     rc = quick.stop()  # at once: the worker is still importing torch or warming up
     assert rc in (0, -signal.SIGTERM) and "Traceback" not in quick.log_text(), quick.log_text()
@@ -239,7 +240,7 @@ def test_shared_processes_start_with_the_server_and_end_with_it(tmp_path):
     try:
         def standing():
             j = srv.stats()["judge"]
-            return j if j["reference_workers"] == 1 and j["idle_runners"] == 1 else None
+            return j if j["reference_workers"] == 1 and j["idle_runners"] == 1 and j["idle_builders"] == 1 else None
         j = wait_for(standing, 120, 0.5)
         assert j and j["evaluations"] == 0, srv.stats()["judge"]
     finally:
@@ -426,13 +427,13 @@ def test_correct_submission_is_timed_and_rewarded(server):
 
 def _judge_children(srv: Server) -> dict[int, str]:
     """The server's processes that belong to an evaluation. Not counted: what the judge keeps between
-    evaluations (its reference worker, the precompiled-header build, idle run processes: no
-    submission in their folder yet)."""
+    evaluations (its reference worker, the precompiled-header build, idle run and build processes:
+    no submission in their folder yet)."""
     out = {}
     for p, c in descendants(srv.proc.pid).items():
         if "kernel_env.candidate" not in c:
             continue
-        m = re.search(r"runner run (\S+)", c)
+        m = re.search(r"runner (?:run|build) (\S+)", c)
         if m and Path(m.group(1)).is_dir() and not (Path(m.group(1)) / "submission.py").exists():
             continue
         out[p] = c
@@ -440,7 +441,8 @@ def _judge_children(srv: Server) -> dict[int, str]:
 
 
 def _evaluation_folders(srv: Server) -> list:
-    return [p for p in (srv.tmp / "kernel_env_work").iterdir() if (p / "submission.py").exists()]
+    folders = list((srv.tmp / "kernel_env_work").iterdir()) + list((srv.cache / "build-staging").glob("*/*"))
+    return [p for p in folders if (p / "submission.py").exists()]
 
 
 def _start_hanging_step(srv: Server, ws) -> None:

@@ -73,7 +73,9 @@ def install() -> None:
         a.update(a.pop("kwargs", {}) or {})
         key = _call_key(a)
         module = _load_built(a, key)
-        if module is None:
+        if module is not None:
+            REUSED.append(key)
+        else:
             try:
                 fast = _fast(a)
             except _Final as e:
@@ -90,6 +92,7 @@ def install() -> None:
 
 
 LOADED: list[str] = []  # module files load_inline gave this process, in order (loaded_digest)
+REUSED: list[str] = []  # calls answered from KERNEL_ENV_BUILT_DIR, built by an earlier process
 
 
 def loaded_digest() -> str:

@@ -7,10 +7,12 @@ Each runs inside a process of its own that the judge starts (judge/sandbox.py). 
 processes report is a claim: the judge compares the outputs written with reference outputs made
 elsewhere and cross-checks the timings.
 
-  build   (no GPU: its device files are hidden) import the submission, so that load_inline compiles
-          into the build cache, and find ModelNew -> {"event": "built"}; a compile error ends the
-          evaluation here. Any other failure at import is left for the run process to report (a
-          submission may look at the GPU when imported).
+  build   (no GPU: its device files are hidden) started before its evaluation is known (the judge
+          keeps a few): torch imported; then the plan on stdin (where earlier builds of this source are,
+          which precompiled header to use): import the submission, so that load_inline compiles into
+          this process's own folder (the judge moves the build into the cache), and find ModelNew ->
+          {"event": "built"}; a compile error ends the evaluation here. Any other failure at import is
+          left for the run process to report (a submission may look at the GPU when imported).
   run     started before its evaluation is known (the judge keeps a few per device): torch imported,
           the CUDA context made by this trusted code; then the plan (seeds, the task, where the build
           is) on stdin, the task imported -> {"event": "ready"}; then it waits for "go", which the
@@ -70,6 +72,12 @@ def _short_exc(e: BaseException, limit: int = 6000) -> str:
 def build(workdir: Path, fd: int) -> int:
     """Compile (import) the submission without a GPU; only a compile error is a verdict here."""
     import torch  # noqa: F401  (the submission's imports would load it anyway; errors here are ours)
+    import torch.utils.cpp_extension  # noqa: F401
+    try:  # what a Triton submission's import needs
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except ImportError:
+        pass
     fast_build.install()
     compile_failed = []
     from torch.utils import cpp_extension as ce
@@ -81,6 +89,17 @@ def build(workdir: Path, fd: int) -> int:
                 compile_failed.append(True)
                 raise
         setattr(ce, attr, loader)
+    # started before its submission was known: the plan says where earlier builds of it are
+    # (KERNEL_ENV_BUILT_DIR: loaded, not built again) and which precompiled header to use
+    try:
+        plan = json.loads(sys.stdin.readline() or "{}")
+        if plan.get("cmd") != "build":
+            return 0
+        for k, v in (plan.get("env") or {}).items():
+            if k in PLAN_ENV:
+                os.environ[k] = str(v)
+    except (ValueError, AttributeError, TypeError):
+        return 2
     t0 = time.monotonic()
     try:
         sub = harness.load_module(workdir / "submission.py", "submission")
@@ -94,7 +113,7 @@ def build(workdir: Path, fd: int) -> int:
         harness.emit(fd, {"event": "error", "phase": "build", "kind": "no_model_new",
                           "message": "the module imported, but it defines no class ModelNew"})
         return 3
-    harness.emit(fd, {"event": "built", "build_s": time.monotonic() - t0})
+    harness.emit(fd, {"event": "built", "build_s": time.monotonic() - t0, "reused": len(fast_build.REUSED)})
     return 0
 
 
@@ -279,7 +298,7 @@ def main() -> int:
         res = _SAVED["time_calls"](fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
                                    budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before,
                                    warmup_s=t["warmup_s"], after=after, retime_spread=t.get("retime_spread", 0.0),
-                                   attempts=t.get("attempts", 1))
+                                   attempts=t.get("attempts", 1), min_wall_s=t.get("min_wall_s", 0.0))
         bad = _tampered()
         if bad:
             raise Rejected(f"the submission replaced the evaluator's timing or output functions ({bad})")

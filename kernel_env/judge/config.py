@@ -19,6 +19,9 @@ class JudgeConfig:
     # ~0.6 GB of GPU memory each), and this many evaluations at once hold one (the one measuring
     # included); on the CPU device one idle process
     staged_runners: int = 4
+    # idle build processes kept ready (torch imported, no GPU; ~0.5 GB of memory each): a build does not
+    # wait for Python and torch to start (one on the CPU device)
+    staged_builders: int = 4
     # builds run at this niceness: under load the CPU goes first to the process holding the device
     # slot (Triton compiles at the first call, inside it) and to the reference worker
     build_nice: int = 10
@@ -42,6 +45,10 @@ class JudgeConfig:
     max_timed_calls: int = 500
     timing_budget_s: float = 2.0            # measured time budget per kernel
     timing_stable_rel: float = 0.01         # stop when the median moves less than this
+    # and not before this much wall time: the GPU has slower spells (docs/performance.md, seventh
+    # session); the reference's time is measured once per task and cached, so it gets longer
+    timing_min_wall_s: float = 0.0
+    reference_min_wall_s: float = 1.0
     # a measurement whose calls spread more than this ((p90 - p10) / median) is taken again, up to
     # timing_attempts in all, keeping the least spread one: another process's GPU work time-slicing with
     # it doubled a 3.8 ms matmul's calls in one evaluation under load (docs/performance.md)
