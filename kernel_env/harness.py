@@ -412,6 +412,22 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     return {"median_ms": _median(best), "times_ms": best, "overhead_ms": overhead, "spreads": spreads}
 
 
+def preheat(device: torch.device, seconds: float) -> None:
+    """Keep the GPU under heavy load (half-precision matmuls) for `seconds`: after the GPU has idled, the
+    same kernel runs a few % slower for its first ~1.5 s of load (measured on an H200 while the
+    power draw ramps up, with the SM clock reported steady: docs/performance.md, seventh session).
+    Timing after this measures the steady state. Nothing on the CPU."""
+    if device.type != "cuda" or seconds <= 0:
+        return
+    a = torch.randn(4096, 4096, device=device, dtype=torch.float16)
+    t0 = _perf_counter()
+    while _perf_counter() - t0 < seconds:
+        for _ in range(8):  # ~2 ms each on an H200
+            torch.mm(a, a)
+        _cuda_sync(device)
+    del a
+
+
 def spread_of(times: list) -> float:
     """(p90 - p10) / median of a measurement's calls."""
     q = sorted(times)
