@@ -346,8 +346,7 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     before() and after() run around each call, outside the timed region (fresh inputs; keeping outputs).
     Warm-up: at least `warmup` calls and `warmup_s` seconds. Stops when the median is stable (moves less than stable_rel between the first half and all
     calls) after min_calls and min_wall_s of wall time, when budget_s of measured time is spent, or at
-    max_calls. The wall time matters because the GPU has slower spells lasting tens to hundreds of
-    milliseconds (docs/performance.md): a measurement that covers only one spell is off by a few %.
+    max_calls (a longer window averages more of the GPU's drift; see preheat for the largest one).
     A measurement whose calls spread more than `retime_spread` ((p90 - p10) / median) was disturbed
     (another process's work on the device time-slices with it: calls twice as slow): it is measured
     again, up to `attempts` times in all, and the least spread measurement is the result.

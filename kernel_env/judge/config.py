@@ -45,8 +45,8 @@ class JudgeConfig:
     max_timed_calls: int = 500
     timing_budget_s: float = 2.0            # measured time budget per kernel
     timing_stable_rel: float = 0.01         # stop when the median moves less than this
-    # and not before this much wall time: the GPU has slower spells (docs/performance.md, seventh
-    # session); the reference's time is measured once per task and cached, so it gets longer
+    # and not before this much wall time (more calls, more of the GPU's short-term drift averaged); the
+    # reference's time is measured once per task and cached, so it gets longer
     timing_min_wall_s: float = 0.0
     reference_min_wall_s: float = 1.0
     # after the GPU idled this long before a device slot, it is kept under load for preheat_s before the
