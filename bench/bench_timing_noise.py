@@ -46,7 +46,7 @@ n_mm, n_relu = (4096, 1 << 26) if big else (384, 1 << 20)
 flusher = harness.L2Flusher(dev, 256 << 20)
 KERNELS = {"matmul": (lambda a, b: torch.mm(a, b), lambda: [torch.randn(n_mm, n_mm, device=dev), torch.randn(n_mm, n_mm, device=dev)]),
            "relu": (lambda a: torch.relu(a), lambda: [torch.randn(n_relu, device=dev)])}
-def timed(name, base, rule):
+def timed(name, base, rule, warmup_s=0.2):
     f, _ = KERNELS[name]
     state = {"salt": 0, "args": None}
     def before():
@@ -55,7 +55,7 @@ def timed(name, base, rule):
     def fn():
         state["out"] = f(*state["args"])
     kw = dict(min_calls=20, max_calls=500, stable_rel=0.01) if rule == "judge" else dict(min_calls=200, max_calls=200, stable_rel=0.0)
-    r = harness.time_calls(fn, dev, warmup=3, budget_s=2.0, flusher=flusher, before=before, warmup_s=0.2, **kw)
+    r = harness.time_calls(fn, dev, warmup=3, budget_s=2.0, flusher=flusher, before=before, warmup_s=warmup_s, **kw)
     return r["times_ms"]
 out = {}
 if mode == "between":
@@ -68,6 +68,17 @@ if mode == "between":
                 t = timed(name, base, rule)
                 out.setdefault(name, {}).setdefault(rule, []).append([statistics.median(t), len(t), harness.spread_of(t)])
             del base
+elif mode == "idle":  # after 2 s of idling: the judge's warm-up, a heater first, or a long warm-up on the kernel itself
+    base = KERNELS["matmul"][1]()
+    res = {"warmup_0.2s": [], "fp16_heater_1.5s": [], "warmup_1.5s": []}
+    for _ in range(allocs):
+        for m in res:
+            time.sleep(2.0)
+            if m.startswith("fp16"):
+                harness.preheat(dev, 1.5)
+            t = timed("matmul", base, "judge", warmup_s=1.5 if m == "warmup_1.5s" else 0.2)
+            res[m].append(round(statistics.median(t), 4))
+    out["after_idle"] = res
 else:  # "stream": the matmul timed again and again for `seconds`, every call kept
     base = KERNELS["matmul"][1]()
     t0, calls, starts = time.monotonic(), [], []
@@ -184,6 +195,7 @@ def main() -> int:
     ap.add_argument("--allocs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=8.0, help="of timing per disturbance scenario")
     ap.add_argument("--scenarios", nargs="*", default=["none", "runner_start", "context_only", "sparse_kernels"])
+    ap.add_argument("--after-idle", type=int, default=0, help="part 3: rounds of timing after the GPU idled")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     out = {"device": args.device, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -193,6 +205,11 @@ def main() -> int:
         print(f"  {k:18s} across processes {v['across_processes']:.4f}  within a process (allocations) "
               f"{v['within_process_across_allocs_max']:.4f}  own spread max {v['own_spread_max']:.3f}  "
               f"calls {min(v['calls'])}-{max(v['calls'])}  medians {v['medians_first_alloc_ms']}", flush=True)
+    if args.after_idle:
+        print("part 3: the matmul after the GPU idled 2 s, with three warm-ups", flush=True)
+        out["after_idle"] = _child(TIMER, args.device, "idle", args.after_idle, 0)["after_idle"]
+        for k, v in out["after_idle"].items():
+            print(f"  {k:18s} medians {v}  max/min {_ratio(v):.4f}", flush=True)
     print("part 2: the matmul while other processes use the device", flush=True)
     out["disturbed"] = {}
     alone = None

@@ -396,7 +396,7 @@ def test_a_measurement_covers_min_wall_s_before_a_stable_median_ends_it():
     # the GPU's slower spells last tens of milliseconds and more: a stable median over 20 quick calls
     # inside one spell does not end the measurement before min_wall_s of wall time
     def fn():
-        pass
+        time.sleep(0.001)
 
     kw = dict(warmup=3, warmup_s=0.0, min_calls=20, max_calls=100000, budget_s=5.0, stable_rel=0.5,
               flusher=harness.L2Flusher(torch.device("cpu"), 1024))
