@@ -346,7 +346,7 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     before() and after() run around each call, outside the timed region (fresh inputs; keeping outputs).
     Warm-up: at least `warmup` calls and `warmup_s` seconds. Stops when the median is stable (moves less than stable_rel between the first half and all
     calls) after min_calls and min_wall_s of wall time, when budget_s of measured time is spent, or at
-    max_calls (a longer window averages more of the GPU's drift; see preheat for the largest one).
+    max_calls (a longer window averages more of the GPU's drift).
     A measurement whose calls spread more than `retime_spread` ((p90 - p10) / median) was disturbed
     (another process's work on the device time-slices with it: calls twice as slow): it is measured
     again, up to `attempts` times in all, and the least spread measurement is the result.
@@ -409,22 +409,6 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
             break
     best = measured[spreads.index(min(spreads))]
     return {"median_ms": _median(best), "times_ms": best, "overhead_ms": overhead, "spreads": spreads}
-
-
-def preheat(device: torch.device, seconds: float) -> None:
-    """Keep the GPU under heavy load (half-precision matmuls) for `seconds`: after the GPU has idled, the
-    same kernel runs a few % slower for its first ~1.5 s of load (measured on an H200 while the
-    power draw ramps up, with the SM clock reported steady: docs/performance.md, seventh session).
-    Timing after this measures the steady state. Nothing on the CPU."""
-    if device.type != "cuda" or seconds <= 0:
-        return
-    a = torch.randn(4096, 4096, device=device, dtype=torch.float16)
-    t0 = _perf_counter()
-    while _perf_counter() - t0 < seconds:
-        for _ in range(8):  # ~2 ms each on an H200
-            torch.mm(a, a)
-        _cuda_sync(device)
-    del a
 
 
 def spread_of(times: list) -> float:

@@ -295,9 +295,6 @@ def main() -> int:
                 recheck_headers[j] = [{**h, "salt": state["salt"]} for h in hdr] or [{"salt": state["salt"]}]
 
         t = plan["timing"]
-        t_h = time.monotonic()  # the judge's word: the GPU idled before this slot (harness.preheat)
-        harness.preheat(device, min(float(go.get("preheat_s") or 0.0), 5.0))
-        phases["preheat_s"] = time.monotonic() - t_h
         res = _SAVED["time_calls"](fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
                                    budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before,
                                    warmup_s=t["warmup_s"], after=after, retime_spread=t.get("retime_spread", 0.0),

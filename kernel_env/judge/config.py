@@ -49,11 +49,6 @@ class JudgeConfig:
     # reference's time is measured once per task and cached, so it gets longer
     timing_min_wall_s: float = 0.0
     reference_min_wall_s: float = 1.0
-    # after the GPU idled this long before a device slot, it is kept under load for preheat_s before the
-    # candidate's timing (harness.preheat: the first ~1.5 s of load after idling run a few % slower);
-    # before the reference's timing always
-    preheat_s: float = 1.5
-    preheat_after_idle_s: float = 0.5
     # a measurement whose calls spread more than this ((p90 - p10) / median) is taken again, up to
     # timing_attempts in all, keeping the least spread one: another process's GPU work time-slicing with
     # it doubled a 3.8 ms matmul's calls in one evaluation under load (docs/performance.md)

@@ -77,7 +77,7 @@ def get_peaks(cache_dir: Path, device: torch.device, name: str) -> dict:
 
 def _profile_path(req: dict, name: str) -> Path:
     # the reference's measurement rule too: a profile timed by another rule is timed again
-    rule = tuple(req.get("timing", {}).get(k, 0.0) for k in ("ref_min_wall_s", "ref_preheat_s"))
+    rule = req.get("timing", {}).get("ref_min_wall_s", 0.0)
     key = f"{req['task_id']}|{req['source_sha']}|{name}|{torch.__version__}|{req.get('cpu_threads', 1)}|{rule}"
     return Path(req["cache_dir"]) / "profiles" / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
 
@@ -118,7 +118,6 @@ def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dic
             model(*state["args"])
 
     t = req["timing"]
-    harness.preheat(device, t.get("ref_preheat_s", 0.0))  # steady state first: this time is cached
     timing = harness.time_calls(fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
                                 budget_s=t["budget_s"], stable_rel=t["stable_rel"], warmup_s=t["warmup_s"],
                                 flusher=harness.L2Flusher(device, req["l2_flush_bytes"]), before=before,

@@ -92,7 +92,6 @@ class Judge:
         self._stopping = False
         self._dev_pending = {g: 0 for g in slots}
         self._dev_busy_s = {g: 0.0 for g in slots}
-        self._dev_last_end = {g: 0.0 for g in slots}  # when its last device slot ended (monotonic)
         self._t0 = time.monotonic()
         self._profiles: dict[str, dict] = {}  # task id -> profile, for this judge's device
         # sources whose build process succeeded here: the same text again goes straight to its run
@@ -374,9 +373,6 @@ class Judge:
                         v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
                         self._stats["device_wait_s_total"] += v.timings["queue_s"]
                         t_r = time.monotonic()
-                        # a GPU that idled before this slot is heated before the timing (harness.preheat)
-                        idle_s = t_r - self._dev_last_end[gpu]
-                        preheat_s = cfg.preheat_s if cfg.device == "cuda" and idle_s > cfg.preheat_after_idle_s else 0.0
                         ref = await self._reference(gpu, ref_req)
                         # init_seed too: the input distributions are checked on the model that "compare" will use
                         prep = await self._ask(ref, {"mode": "prepare", **ref_req,
@@ -384,7 +380,7 @@ class Judge:
                         v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
                         v.details["ref_phases"] = {"prepare": prep.get("phases")}
                         t_c = time.monotonic()
-                        run = await self._run_candidate(cand, prep["slots"], preheat_s)
+                        run = await self._run_candidate(cand, prep["slots"])
                         await cand.close()  # the candidate is gone before the reference is computed
                         v.timings["run_s"] = round(time.monotonic() - t_c, 3)
                         if run.get("phases"):
@@ -550,14 +546,14 @@ class Judge:
                                             cand.output(), limit)
         return v
 
-    async def _run_candidate(self, cand: Proc, slots: list, preheat_s: float = 0.0) -> dict:
+    async def _run_candidate(self, cand: Proc, slots: list) -> dict:
         """Drive the run phase; a dict with outputs/times, or failed=True with kind and feedback."""
         cfg, limit = self.cfg, self.cfg.feedback_max_chars
         deadline = time.monotonic() + cfg.run_timeout_s
         # The runner stamps every line after "go" with this token; the submission runs in the same
         # process and can write to the protocol pipe too, but never sees the token.
         token = secrets.token_hex(16)
-        if not await cand.send(json.dumps({"cmd": "go", "slots": slots, "token": token, "preheat_s": preheat_s})):
+        if not await cand.send(json.dumps({"cmd": "go", "slots": slots, "token": token})):
             rc = await cand.wait(5)
             return {"failed": True, "kind": ErrorKind.CRASH.value,
                     "feedback": fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit)}
@@ -715,8 +711,7 @@ class Judge:
         return {"warmup": c.warmup_calls, "warmup_s": c.warmup_s, "min_calls": c.min_timed_calls, "max_calls": c.max_timed_calls,
                 "budget_s": c.timing_budget_s, "stable_rel": c.timing_stable_rel,
                 "retime_spread": c.timing_retime_spread, "attempts": c.timing_attempts,
-                "min_wall_s": c.timing_min_wall_s, "ref_min_wall_s": c.reference_min_wall_s,
-                "ref_preheat_s": c.preheat_s if c.device == "cuda" else 0.0}
+                "min_wall_s": c.timing_min_wall_s, "ref_min_wall_s": c.reference_min_wall_s}
 
     def _ref_common(self) -> dict:
         c = self.cfg
@@ -775,8 +770,7 @@ class Judge:
             try:
                 yield
             finally:
-                self._dev_last_end[gpu] = time.monotonic()
-                self._dev_busy_s[gpu] += self._dev_last_end[gpu] - t
+                self._dev_busy_s[gpu] += time.monotonic() - t
 
 
 def cuda_arch_list(gpu: int) -> str | None:
