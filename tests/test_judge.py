@@ -394,8 +394,11 @@ def test_a_finished_build_moves_into_the_cache_without_changing_a_file_there(tmp
         return json.loads((folder / BUILT_MANIFEST).read_text())
 
     ext = tmp_path / "cache" / "source1"
-    publish_build(staged(["a"]), ext)
-    assert manifest(ext / "ext") == {"a": {"module": "ext", "file": "ext.so"}}
+    first = staged(["a"])
+    (first / "ext" / BUILT_MANIFEST).write_text(json.dumps({"a": {"module": "ext", "file": "ext.so"},
+                                                            "z": {"module": "ext", "file": "/etc/passwd"}}))
+    publish_build(first, ext)
+    assert manifest(ext / "ext") == {"a": {"module": "ext", "file": "ext.so"}}  # only what was checked
     publish_build(staged(["a"]), ext)  # the same source built twice at once: the first stays
     publish_build(staged(["b"]), ext)  # another call (flags, header): its module moves in under a name of its own
     m = manifest(ext / "ext")

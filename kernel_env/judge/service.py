@@ -836,7 +836,8 @@ def publish_build(staged: Path, ext_dir: Path) -> None:
     into the source's build folder in the cache, where run processes read it (fast_build's manifest).
     An extension folder not there yet moves as it is. Into one that is, only the modules of calls it
     lacks move, each under a name of its own, and the manifest is replaced by the union: files already
-    there never change, so a run process reading the folder meanwhile finds what its manifest named."""
+    there never change, so a run process reading the folder meanwhile finds what its manifest named.
+    Either way the manifest left in the cache holds only the entries checked here."""
     try:
         built = sorted(staged.iterdir())
     except OSError:
@@ -849,18 +850,19 @@ def publish_build(staged: Path, ext_dir: Path) -> None:
         dst = ext_dir / src.name
         try:
             if not dst.exists() and not dst.is_symlink():
-                os.rename(src, dst)
+                os.rename(src, dst)  # the first build of this extension here: the folder as it is
+                have, merged = None, new
+            elif dst.is_symlink() or not dst.is_dir():
                 continue
-            if dst.is_symlink() or not dst.is_dir():
-                continue
-            have = _manifest(dst)
-            merged = dict(have)
-            for key, e in new.items():
-                if key not in have:
-                    file = f"{hashlib.sha256(key.encode()).hexdigest()[:12]}-{e['file']}"
-                    os.replace(src / e["file"], dst / file)
-                    merged[key] = {**e, "file": file}
-            if merged != have:
+            else:
+                have = _manifest(dst)
+                merged = dict(have)
+                for key, e in new.items():
+                    if key not in have:  # another call's module, under a name of its own
+                        file = f"{hashlib.sha256(key.encode()).hexdigest()[:12]}-{e['file']}"
+                        os.replace(src / e["file"], dst / file)
+                        merged[key] = {**e, "file": file}
+            if merged != have:  # the manifest in the cache is the judge's: only entries it checked
                 tmp = dst / f".{BUILT_MANIFEST}.{secrets.token_hex(4)}"
                 tmp.write_text(json.dumps(merged))
                 os.replace(tmp, dst / BUILT_MANIFEST)
