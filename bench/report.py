@@ -20,6 +20,9 @@ Definitions (one harness, its load phase unless said otherwise):
   as overhead too: add the queue row.
 - timing spread: max/min of the speedups of the same kernel (correct evaluations only); under load:
   the probes that started while load evaluations were in flight.
+- slot free between slots: the load's seconds between one slot's end and the next one's start (one
+  device; a slot is the last measure_s of its step), and in brackets those where the next evaluation
+  was still waiting for its run process (its ready_s at least as long as the gap).
 - mean waiting for build slot / device: the judge's waiting_build / waiting_device from /stats every
   2 s of the load (env only).
 """
@@ -44,6 +47,24 @@ def _overhead(r: dict):
 def _spread(rs: list[dict]):
     sp = [r["speedup"] for r in rs if r.get("correct") and r.get("speedup")]
     return {"max_over_min": max(sp) / min(sp) if sp else None, "n": len(sp), "speedups": sp}
+
+
+def _slot_gaps(rs: list[dict]):
+    """Seconds the device slot stood free between consecutive slots (one device; a slot ends when its
+    step returned and lasted measure_s), and the part of them in which the next evaluation was still
+    waiting for its run process (its ready_s at least the gap). None without the judge's timings."""
+    slots = sorted((r["t_start"] + r["latency_s"] - r["measure_s"], r["t_start"] + r["latency_s"],
+                    (r.get("timings") or {}).get("ready_s"))
+                   for r in rs if r.get("measure_s") and r.get("t_start") is not None and r.get("timings"))
+    if len(slots) < 2:
+        return None
+    total = ready = 0.0
+    for (_, end, _), (start, _, rd) in zip(slots, slots[1:]):
+        gap = start - end
+        if gap > 0:
+            total += gap
+            ready += gap if rd is not None and rd >= gap else 0.0
+    return total, ready
 
 
 def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
@@ -100,6 +121,9 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
             out["slot_p50_s"].update({k: pct([p.get(k) for p in ph], 50) for k in ("import_s", "trials_s", "timing_s")})
             # from taking a run process to its "ready": it may still be starting (torch, CUDA context)
             out["ready_p50_s"], out["ready_p95_s"] = pct([t.get("ready_s") for t in tm], 50), pct([t.get("ready_s") for t in tm], 95)
+        gaps = _slot_gaps(ev + list(ld.get("probes") or [])) if ndev == 1 else None
+        if gaps:
+            out["slot_gaps_s"], out["slot_gaps_ready_s"] = gaps
         qs = ld.get("queues") or []
         if qs:
             out["waiting_build_mean"] = sum(q["waiting_build"] or 0 for q in qs) / len(qs)
@@ -136,6 +160,8 @@ def rows(s: dict) -> list[tuple[str, str]]:
         ("device queue wait s p50 / p95", _pair(s.get("queue_p50_s"), s.get("queue_p95_s"))),
         ("build slot wait s p50 / p95", _pair(s.get("build_wait_p50_s"), s.get("build_wait_p95_s"))),
         ("run process ready s p50 / p95", _pair(s.get("ready_p50_s"), s.get("ready_p95_s"))),
+        ("slot free between slots s (next run process not ready)",
+         f"{_f(s.get('slot_gaps_s'), 1)} ({_f(s.get('slot_gaps_ready_s'), 1)})"),
         ("mean waiting for build slot / device", _pair(s.get("waiting_build_mean"), s.get("waiting_device_mean"), 1)),
         ("measurement (device slot) s p50", _f(s.get("measure_p50_s"))),
         ("  prepare / run / reference s p50", " / ".join(_f((s.get("slot_p50_s") or {}).get(k))

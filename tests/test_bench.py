@@ -49,3 +49,16 @@ def test_comparison_and_triton_first_call_benches_run_on_the_cpu():
                        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     assert "first_kernel_first_call_s" in p.stdout and "cold" in p.stdout and "warmed" in p.stdout
+
+
+def test_slot_gaps_tell_a_run_process_not_ready_from_other_gaps():
+    sys.path.insert(0, str(ROOT))
+    from bench.report import _slot_gaps
+
+    def ev(start, measure, ready):  # a step that began at `start` and ended with a slot of `measure` s
+        return {"t_start": start, "latency_s": 10.0, "measure_s": measure, "timings": {"ready_s": ready}}
+
+    # slots [9, 10], [11, 12] (1 s free; its run process took 3 s), [12.5, 13] (0.5 s free; ready at once)
+    total, ready = _slot_gaps([ev(0, 1, 0.0), ev(2, 1, 3.0), ev(3, 0.5, 0.0)])
+    assert total == pytest.approx(1.5) and ready == pytest.approx(1.0)
+    assert _slot_gaps([ev(0, 1, 0.0)]) is None
