@@ -62,3 +62,18 @@ def test_slot_gaps_tell_a_run_process_not_ready_from_other_gaps():
     total, ready = _slot_gaps([ev(0, 1, 0.0), ev(2, 1, 3.0), ev(3, 0.5, 0.0)])
     assert total == pytest.approx(1.5) and ready == pytest.approx(1.0)
     assert _slot_gaps([ev(0, 1, 0.0)]) is None
+
+
+def test_timing_noise_bench_runs_on_the_cpu(tmp_path):
+    # the H200 numbers are in docs/performance.md (seventh session); here the same code path, small
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = tmp_path / "noise.json"
+    p = subprocess.run([sys.executable, "bench/bench_timing_noise.py", "--device", "cpu", "--procs", "1", "--allocs", "1",
+                        "--seconds", "1", "--scenarios", "none", "--after-idle", "1", "--out", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    d = json.loads(out.read_text())
+    assert set(d["between"]) == {"matmul/judge", "matmul/fixed200", "relu/judge", "relu/fixed200"}
+    assert d["between"]["matmul/fixed200"]["calls"] == [200]
+    assert set(d["after_idle"]) == {"warmup_0.2s", "fp16_heater_1.5s", "warmup_1.5s"}
+    assert d["disturbed"]["none"]["calls"] == len(d["disturbed"]["none"]["calls_ms"]) >= 200
