@@ -19,8 +19,8 @@ class JudgeConfig:
     # ~0.6 GB of GPU memory each), and this many evaluations at once hold one (the one measuring
     # included); on the CPU device one idle process
     staged_runners: int = 4
-    # idle build processes kept ready (torch imported, no GPU; ~0.5 GB of memory each): a build does not
-    # wait for Python and torch to start (one on the CPU device)
+    # idle build processes kept ready (torch and Triton imported, no GPU): a build does not wait for
+    # Python and torch to start, 4-5 s on the H200 box (one on the CPU device)
     staged_builders: int = 4
     # builds run at this niceness: under load the CPU goes first to the process holding the device
     # slot (Triton compiles at the first call, inside it) and to the reference worker
