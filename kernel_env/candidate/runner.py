@@ -49,6 +49,13 @@ _PRIMITIVES = ("_perf_counter", "_median", "_cuda_sync", "_Event", "_event_recor
 _SAVED = {name: getattr(harness, name) for name in _PRIMITIVES}
 _SAVED_TIME = (time.perf_counter, time.monotonic)
 PLAN_ENV = ("KERNEL_ENV_BUILT_DIR", "KERNEL_ENV_PCH_DIR")  # build settings that come with the plan
+
+
+def _apply_plan_env(plan: dict) -> None:
+    """This evaluation's build settings, from its plan (the process was started before it was known)."""
+    for k, v in (plan.get("env") or {}).items():
+        if k in PLAN_ENV:
+            os.environ[k] = str(v)
 AUDIT_P = 0.15     # share of timing-phase calls preceded by a watched, untimed call on the same inputs
 MAX_AUDITS = 8
 
@@ -95,9 +102,7 @@ def build(workdir: Path, fd: int) -> int:
         plan = json.loads(sys.stdin.readline() or "{}")
         if plan.get("cmd") != "build":
             return 0
-        for k, v in (plan.get("env") or {}).items():
-            if k in PLAN_ENV:
-                os.environ[k] = str(v)
+        _apply_plan_env(plan)
     except (ValueError, AttributeError, TypeError):
         return 2
     t0 = time.monotonic()
@@ -155,9 +160,7 @@ def main() -> int:
     try:
         plan = json.loads(sys.stdin.readline() or "{}")
         seeds, init_seed = plan.pop("seeds"), plan.pop("init_seed")
-        for k, v in (plan.get("env") or {}).items():
-            if k in PLAN_ENV:
-                os.environ[k] = str(v)
+        _apply_plan_env(plan)
     except (ValueError, KeyError, AttributeError, TypeError):
         return 2
     if device.type == "cpu":

@@ -87,7 +87,7 @@ class Judge:
         self.build_staging = self.cfg.cache_dir / "build-staging" / f"{os.getpid()}-{secrets.token_hex(4)}"
         self._pool_loop = None
         self._sync = False  # evaluate_sync: one evaluation per event loop, no pool kept between them
-        self._bg: set[asyncio.Task] = set()  # run processes being started for the pool
+        self._bg: set[asyncio.Task] = set()  # run and build processes being started for the pool
         self._ahead: set[asyncio.Task] = set()  # reference workers being started by start_ahead()
         self._stopping = False
         self._dev_pending = {g: 0 for g in slots}
@@ -305,12 +305,14 @@ class Judge:
                        "timing_sets": min(2, len(seeds))}
             for d in (ext_dir, triton_dir):
                 d.mkdir(parents=True, exist_ok=True)
-            # the plan comes to the run process on stdin: the seeds never touch the disk. Its build
-            # settings are this evaluation's: it was started before the submission was known
+            # both candidate processes were started before the submission was known: this evaluation's
+            # build settings come on stdin (where its build is or goes, which precompiled header)
+            build_env = {"KERNEL_ENV_BUILT_DIR": str(ext_dir), "KERNEL_ENV_PCH_DIR": str(pch_dir or "")}
+            # the plan comes to the run process on stdin too: the seeds never touch the disk
             plan = {"task_path": str(task.path), "device": cfg.device, "seeds": seeds, "init_seed": init_seed,
                     "timing_sets": ref_req["timing_sets"], "l2_flush_bytes": cfg.l2_flush_bytes,
                     "cpu_threads": cfg.cpu_threads, "timing": self._timing(),
-                    "env": {"KERNEL_ENV_BUILT_DIR": str(ext_dir), "KERNEL_ENV_PCH_DIR": str(pch_dir or "")}}
+                    "env": build_env}
             self._fill_pool(("run", gpu))  # an idle run process for this evaluation, started while it builds
 
             # ---- build (CPU slot; the process sees no GPU), unless this very source was built here before
@@ -325,12 +327,11 @@ class Judge:
                 async with self._queued("waiting_build", self._build_sem):
                     t_b = time.monotonic()
                     v.timings["build_wait_s"] = round(t_b - t_w, 3)  # for a CPU build slot
-                    # an idle build process (torch imported): the submission, then where earlier builds
-                    # of it are (loaded, not built again) and which precompiled header to use
+                    # an idle build process (torch imported): the submission, then its build settings
+                    # (earlier builds of it in KERNEL_ENV_BUILT_DIR are loaded, not built again)
                     builder = await self._take_idle(BUILD)
                     (builder.workdir / "submission.py").write_text(source)
-                    if not await builder.send(json.dumps({"cmd": "build", "env": {
-                            "KERNEL_ENV_BUILT_DIR": str(ext_dir), "KERNEL_ENV_PCH_DIR": str(pch_dir or "")}})):
+                    if not await builder.send(json.dumps({"cmd": "build", "env": build_env})):
                         raise JudgeInternalError("the build process ended before it got the submission: "
                                                  + builder.output()[-1500:])
                     msg = await builder.next_message(cfg.build_timeout_s)
