@@ -15,10 +15,13 @@ class JudgeConfig:
     device: str = "cpu"                     # "cpu" or "cuda"
     gpus: tuple[int, ...] = (0,)            # CUDA device indices, one measurement at a time on each
     build_slots: int = max(1, (os.cpu_count() or 2) - 1)  # concurrent candidate builds (CPU bound)
-    # run processes per device: this many idle ones are kept ready (torch imported, CUDA context made,
-    # ~0.6 GB of GPU memory each), and this many evaluations at once hold one (the one measuring
-    # included); on the CPU device one idle process
+    # evaluations per device that hold a run process at once (the one measuring included): the others
+    # get theirs ready (the task imported) while it measures
     staged_runners: int = 4
+    # idle run processes kept per device (torch imported, CUDA context made, ~0.6 GB of GPU memory each;
+    # one on the CPU device). Under load one starts in ~8 s on the H200 box and each evaluation takes
+    # one, so this many starting at once caps evaluations at about idle_runners x 7.5 a minute
+    idle_runners: int = 8
     # idle build processes kept ready (torch and Triton imported, no GPU): a build does not wait for
     # Python and torch to start, 4-5 s on the H200 box (one on the CPU device)
     staged_builders: int = 4

@@ -433,7 +433,7 @@ class Judge:
     # ---------------------------------------------------------------- idle candidate processes
     def _fill_pool(self, key: tuple) -> None:
         """Start candidate processes in the background until enough are idle or starting for `key`:
-        ("run", gpu) keeps `staged_runners` run processes of the device (one under evaluate_sync), BUILD
+        ("run", gpu) keeps `idle_runners` run processes of the device (one under evaluate_sync), BUILD
         keeps `staged_builders` build processes (none under evaluate_sync). An idle one has torch
         imported (a run process its CUDA context made too) and waits for its submission: it costs an
         evaluation no start-up, and 64 sessions never start 64 torch imports at once."""
@@ -450,7 +450,7 @@ class Judge:
         if key == BUILD:
             target = 0 if self._sync else min(1, self.cfg.staged_builders) if cpu else self.cfg.staged_builders
         else:
-            target = 1 if self._sync or cpu else max(1, self.cfg.staged_runners)
+            target = 1 if self._sync or cpu else max(1, self.cfg.idle_runners)
         for _ in range(target - len(self._pool[key]) - self._pool_starting[key]):
             self._pool_starting[key] += 1
             t = asyncio.ensure_future(self._add_idle(key))
