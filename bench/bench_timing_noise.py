@@ -18,6 +18,11 @@ process is started in a loop (4 at a time) or runs beside it:
   sparse_kernels  one process launching a tiny kernel every millisecond (synchronised each time)
 Printed per scenario: median, (p90 - p10) / median, the share of calls 1.5x slower than alone.
 
+Part 3 (`--after-idle N`): the matmul timed after the GPU idled 2 s, with three warm-ups.
+Part 4 (`--paired N`): a standing "reference" process timed just before and after a fresh "candidate"
+process, same kernels, after the device idled: whether a ratio to a reference timed beside the
+candidate spreads less than the candidate's own time does.
+
     python bench/bench_timing_noise.py --device cuda [--procs 6 --allocs 3 --seconds 8]
     python bench/bench_timing_noise.py --device cpu     # small sizes, same code path
 """
@@ -83,6 +88,13 @@ elif mode == "idle":  # after 2 s of idling: the judge's warm-up, a heater first
             t = timed("matmul", base, "judge", warmup_s=1.5 if m == "warmup_1.5s" else 0.2)
             res[m].append(round(statistics.median(t), 4))
     out["after_idle"] = res
+elif mode == "serve":  # one timing of each kernel per line read (the paired part drives two of these)
+    bases = {name: make() for name, (_, make) in KERNELS.items()}
+    print("ready", flush=True)
+    for line in sys.stdin:
+        r = {name: statistics.median(timed(name, bases[name], "judge")) for name in KERNELS}
+        print(json.dumps(r), flush=True)
+    raise SystemExit(0)
 else:  # "stream": the matmul timed again and again for `seconds`, every call kept
     base = KERNELS["matmul"][1]()
     t0, calls, starts = time.monotonic(), [], []
@@ -192,6 +204,57 @@ def disturbed(device: str, scenario: str, seconds: float, alone_ms: float | None
             "medians_of_50_calls": blocks, "calls_ms": [round(c, 4) for c in calls]}
 
 
+class _Server:
+    """A TIMER process in "serve" mode: started, then asked for timings one at a time."""
+
+    def __init__(self, device: str):
+        self.p = subprocess.Popen([sys.executable, "-c", TIMER, device, "serve", "0", "0"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, env=_env())
+        if self.p.stdout.readline().strip() != "ready":
+            raise RuntimeError("the timing process did not start")
+
+    def time(self) -> dict:
+        self.p.stdin.write("t\n")
+        self.p.stdin.flush()
+        return json.loads(self.p.stdout.readline())
+
+    def close(self) -> None:
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+
+
+def paired(device: str, rounds: int, idles: list) -> dict:
+    """Part 4: does timing the reference beside the candidate cancel the GPU's drift? A standing "reference"
+    process (the judge's reference worker) and a fresh "candidate" process per round (an idle run process)
+    time the same kernels; after the device idled `idle` s, the reference is timed just before and just
+    after the candidate. Same kernels, so every ratio should be 1: max/min of the candidate's medians
+    (what the judge's speedup does now, against a cached reference time) against max/min of the ratios."""
+    ref, res = _Server(device), {}
+    try:
+        for idle in idles:
+            rows = []
+            for i in range(rounds):
+                cand = _Server(device)
+                try:
+                    time.sleep(idle)
+                    before, c = ref.time(), cand.time()
+                    after = ref.time()
+                finally:
+                    cand.close()
+                rows.append({"ref_before": before, "cand": c, "ref_after": after})
+            for k in rows[0]["cand"]:
+                cands = [r["cand"][k] for r in rows]
+                res[f"{k}/idle_{idle}s"] = {
+                    "cand_ms": [round(x, 4) for x in cands],
+                    "unpaired": round(_ratio(cands), 4),
+                    "paired_before": round(_ratio([r["ref_before"][k] / r["cand"][k] for r in rows]), 4),
+                    "paired_after": round(_ratio([r["ref_after"][k] / r["cand"][k] for r in rows]), 4),
+                    "ref_before_ms": [round(r["ref_before"][k], 4) for r in rows]}
+    finally:
+        ref.close()
+    return res
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -200,6 +263,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=8.0, help="of timing per disturbance scenario")
     ap.add_argument("--scenarios", nargs="*", default=["none", "runner_start", "context_only", "sparse_kernels"])
     ap.add_argument("--after-idle", type=int, default=0, help="part 3: rounds of timing after the GPU idled")
+    ap.add_argument("--paired", type=int, default=0, help="part 4: rounds of reference-beside-candidate timing "
+                    "per idle length")
+    ap.add_argument("--paired-idle", type=float, nargs="+", default=[0.3, 2.0], help="part 4: idle seconds before a round")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     out = {"device": args.device, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -214,6 +280,12 @@ def main() -> int:
         out["after_idle"] = _child(TIMER, args.device, "idle", args.after_idle, 0)["after_idle"]
         for k, v in out["after_idle"].items():
             print(f"  {k:18s} medians {v}  max/min {_ratio(v):.4f}", flush=True)
+    if args.paired:
+        print("part 4: the reference timed beside the candidate (same kernels: every ratio should be 1)", flush=True)
+        out["paired"] = paired(args.device, args.paired, args.paired_idle)
+        for k, v in out["paired"].items():
+            print(f"  {k:18s} max/min: candidate alone {v['unpaired']:.4f}, ratio to reference before "
+                  f"{v['paired_before']:.4f}, after {v['paired_after']:.4f}  (candidate {v['cand_ms']})", flush=True)
     print("part 2: the matmul while other processes use the device", flush=True)
     out["disturbed"] = {}
     alone = None

@@ -69,7 +69,8 @@ def test_timing_noise_bench_runs_on_the_cpu(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = tmp_path / "noise.json"
     p = subprocess.run([sys.executable, "bench/bench_timing_noise.py", "--device", "cpu", "--procs", "1", "--allocs", "1",
-                        "--seconds", "1", "--scenarios", "none", "--after-idle", "1", "--out", str(out)],
+                        "--seconds", "1", "--scenarios", "none", "--after-idle", "1", "--paired", "2", "--paired-idle", "0.1",
+                        "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     d = json.loads(out.read_text())
@@ -77,3 +78,5 @@ def test_timing_noise_bench_runs_on_the_cpu(tmp_path):
     assert d["between"]["matmul/fixed200"]["calls"] == [200]
     assert set(d["after_idle"]) == {"warmup_0.2s", "fp16_heater_1.5s", "warmup_1.5s"}
     assert d["disturbed"]["none"]["calls"] == len(d["disturbed"]["none"]["calls_ms"]) >= 200
+    pair = d["paired"]["matmul/idle_0.1s"]
+    assert len(pair["cand_ms"]) == len(pair["ref_before_ms"]) == 2 and pair["paired_before"] >= 1.0
