@@ -554,12 +554,14 @@ class Judge:
         # The runner stamps every line after "go" with this token; the submission runs in the same
         # process and can write to the protocol pipe too, but never sees the token.
         token = secrets.token_hex(16)
+        # the timing's wall-clock bound starts here, not at "outputs": a busy event loop reads messages
+        # late, and both at once when it stood still longer than the timing took (a window of ~0 s)
+        t_go = time.monotonic()
         if not await cand.send(json.dumps({"cmd": "go", "slots": slots, "token": token})):
             rc = await cand.wait(5)
             return {"failed": True, "kind": ErrorKind.CRASH.value,
                     "feedback": fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit)}
         got: dict = {}
-        t_outputs = None
         while True:
             msg = await cand.next_message(max(0.0, deadline - time.monotonic()))
             ev = msg.get("event")
@@ -570,10 +572,10 @@ class Judge:
                                     "(forged results: writing to the evaluator's pipes is not allowed); the run is "
                                     "discarded."}
             if ev == "outputs":
-                got["trials"], t_outputs = msg.get("trials"), time.monotonic()
+                got["trials"] = msg.get("trials")
             elif ev == "timed":
                 got["times_ms"], got["calls"] = msg.get("times_ms"), msg.get("calls")
-                got["timing_wall_s"] = time.monotonic() - (t_outputs or time.monotonic())
+                got["timing_wall_s"] = time.monotonic() - t_go
             elif ev == "done":
                 got["rechecks"] = msg.get("rechecks")
                 if isinstance(msg.get("phases"), dict):
@@ -620,7 +622,8 @@ class Judge:
         return got
 
     def _valid_times(self, got: dict) -> bool:
-        """Times are claims from the candidate process: sane numbers, and no more than the wall clock saw."""
+        """Times are claims from the candidate process: sane numbers, and no more than the wall clock saw
+        from "go" to "timed"."""
         times = got.get("times_ms")
         if not isinstance(times, list) or not 1 <= len(times) <= self.cfg.max_timed_calls:
             return False
