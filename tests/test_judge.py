@@ -454,3 +454,20 @@ def test_a_stalled_event_loop_does_not_void_an_honest_timing(cache_dir):
     for _ in range(2):  # a stall covers both messages in most runs, not all
         v = asyncio.run(main())
         assert v.stage == "timed" and v.correct, (v.feedback, v.details)
+
+
+def test_a_quiet_gpu_gets_the_longer_warm_up_and_it_reaches_the_timing(cache_dir, monkeypatch):
+    judge = make_judge(cache_dir)
+    # the rule: only on a GPU, and only while no other evaluation waits for that device
+    monkeypatch.setattr(judge.cfg, "device", "cuda")
+    judge._dev_pending[0] = 1
+    assert judge._quiet_timing(0) == {"warmup_s": judge.cfg.quiet_warmup_s, "min_wall_s": judge.cfg.quiet_min_wall_s}
+    judge._dev_pending[0] = 2
+    assert judge._quiet_timing(0) is None
+    monkeypatch.setattr(judge.cfg, "device", "cpu")
+    judge._dev_pending[0] = 0
+    # the change travels with "go" and the run process times by it (here: at least 1 s of calls)
+    monkeypatch.setattr(judge, "_quiet_timing", lambda gpu: {"warmup_s": 0.0, "min_wall_s": 1.0})
+    v = judge.evaluate_sync("level1/1_Small_ReLU", submission("relu_ok.py"))
+    assert v.correct and v.details["quiet_timing"]["min_wall_s"] == 1.0, v.feedback
+    assert v.details["run_phases"]["timing_s"] >= 1.0

@@ -297,7 +297,10 @@ def main() -> int:
                 hdr = harness.fill_slots(slots[n_trials + j], harness.flatten_outputs(out))
                 recheck_headers[j] = [{**h, "salt": state["salt"]} for h in hdr] or [{"salt": state["salt"]}]
 
-        t = plan["timing"]
+        t = dict(plan["timing"])
+        extra = go.get("timing")  # the judge's change for this slot: a longer warm-up when the GPU idled
+        if isinstance(extra, dict):
+            t.update({k: float(extra[k]) for k in ("warmup_s", "min_wall_s") if isinstance(extra.get(k), (int, float))})
         res = _SAVED["time_calls"](fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
                                    budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before,
                                    warmup_s=t["warmup_s"], after=after, retime_spread=t.get("retime_spread", 0.0),

@@ -52,6 +52,14 @@ class JudgeConfig:
     # reference's time is measured once per task and cached, so it gets longer
     timing_min_wall_s: float = 0.0
     reference_min_wall_s: float = 1.0
+    # After the GPU idled, its first second or two of load run 2-4 % slower and jumpier than under
+    # sustained load (clocks unlocked; docs/performance.md, seventh and eighth sessions). The reference
+    # is timed once per task, after this much warm-up; a candidate measured while no other evaluation
+    # waits for its device (the device would idle otherwise) gets the quiet_ warm-up and wall time.
+    # Under load the GPU stays busy and the short rule above holds.
+    reference_warmup_s: float = 1.5
+    quiet_warmup_s: float = 1.5
+    quiet_min_wall_s: float = 0.5
     # a measurement whose calls spread more than this ((p90 - p10) / median) is taken again, up to
     # timing_attempts in all, keeping the least spread one: another process's GPU work time-slicing with
     # it doubled a 3.8 ms matmul's calls in one evaluation under load (docs/performance.md)

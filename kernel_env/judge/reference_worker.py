@@ -77,7 +77,8 @@ def get_peaks(cache_dir: Path, device: torch.device, name: str) -> dict:
 
 def _profile_path(req: dict, name: str) -> Path:
     # the reference's measurement rule too: a profile timed by another rule is timed again
-    rule = req.get("timing", {}).get("ref_min_wall_s", 0.0)
+    t = req.get("timing", {})
+    rule = f"{t.get('ref_min_wall_s', 0.0)}|{t.get('ref_warmup_s', t.get('warmup_s'))}"
     key = f"{req['task_id']}|{req['source_sha']}|{name}|{torch.__version__}|{req.get('cpu_threads', 1)}|{rule}"
     return Path(req["cache_dir"]) / "profiles" / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
 
@@ -119,7 +120,8 @@ def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dic
 
     t = req["timing"]
     timing = harness.time_calls(fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
-                                budget_s=t["budget_s"], stable_rel=t["stable_rel"], warmup_s=t["warmup_s"],
+                                budget_s=t["budget_s"], stable_rel=t["stable_rel"],
+                                warmup_s=t.get("ref_warmup_s", t["warmup_s"]),
                                 flusher=harness.L2Flusher(device, req["l2_flush_bytes"]), before=before,
                                 retime_spread=t.get("retime_spread", 0.0), attempts=t.get("attempts", 1),
                                 min_wall_s=t.get("ref_min_wall_s", 0.0))

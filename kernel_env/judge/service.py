@@ -381,7 +381,10 @@ class Judge:
                         v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
                         v.details["ref_phases"] = {"prepare": prep.get("phases")}
                         t_c = time.monotonic()
-                        run = await self._run_candidate(cand, prep["slots"])
+                        quiet = self._quiet_timing(gpu)
+                        if quiet:
+                            v.details["quiet_timing"] = quiet
+                        run = await self._run_candidate(cand, prep["slots"], quiet)
                         await cand.close()  # the candidate is gone before the reference is computed
                         v.timings["run_s"] = round(time.monotonic() - t_c, 3)
                         if run.get("phases"):
@@ -547,8 +550,9 @@ class Judge:
                                             cand.output(), limit)
         return v
 
-    async def _run_candidate(self, cand: Proc, slots: list) -> dict:
-        """Drive the run phase; a dict with outputs/times, or failed=True with kind and feedback."""
+    async def _run_candidate(self, cand: Proc, slots: list, timing: dict | None = None) -> dict:
+        """Drive the run phase; a dict with outputs/times, or failed=True with kind and feedback.
+        `timing`: changes to the plan's timing rule, decided when the slot is this evaluation's."""
         cfg, limit = self.cfg, self.cfg.feedback_max_chars
         deadline = time.monotonic() + cfg.run_timeout_s
         # The runner stamps every line after "go" with this token; the submission runs in the same
@@ -557,7 +561,7 @@ class Judge:
         # the timing's wall-clock bound starts here, not at "outputs": a busy event loop reads messages
         # late, and both at once when it stood still longer than the timing took (a window of ~0 s)
         t_go = time.monotonic()
-        if not await cand.send(json.dumps({"cmd": "go", "slots": slots, "token": token})):
+        if not await cand.send(json.dumps({"cmd": "go", "slots": slots, "token": token, "timing": timing or {}})):
             rc = await cand.wait(5)
             return {"failed": True, "kind": ErrorKind.CRASH.value,
                     "feedback": fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit)}
@@ -715,7 +719,16 @@ class Judge:
         return {"warmup": c.warmup_calls, "warmup_s": c.warmup_s, "min_calls": c.min_timed_calls, "max_calls": c.max_timed_calls,
                 "budget_s": c.timing_budget_s, "stable_rel": c.timing_stable_rel,
                 "retime_spread": c.timing_retime_spread, "attempts": c.timing_attempts,
-                "min_wall_s": c.timing_min_wall_s, "ref_min_wall_s": c.reference_min_wall_s}
+                "min_wall_s": c.timing_min_wall_s, "ref_min_wall_s": c.reference_min_wall_s,
+                "ref_warmup_s": c.reference_warmup_s if c.device == "cuda" else c.warmup_s}
+
+    def _quiet_timing(self, gpu: int) -> dict | None:
+        """The candidate's warm-up and wall time when no other evaluation waits for this GPU: it
+        idled before this one, and timing longer costs nobody anything (JudgeConfig.quiet_warmup_s)."""
+        c = self.cfg
+        if c.device != "cuda" or self._dev_pending[gpu] > 1 or (c.quiet_warmup_s <= 0 and c.quiet_min_wall_s <= 0):
+            return None
+        return {"warmup_s": max(c.warmup_s, c.quiet_warmup_s), "min_wall_s": max(c.timing_min_wall_s, c.quiet_min_wall_s)}
 
     def _ref_common(self) -> dict:
         c = self.cfg
