@@ -23,6 +23,9 @@ Definitions (one harness, its load phase unless said otherwise):
 - slot free between slots: the load's seconds between one slot's end and the next one's start (one
   device; a slot is the last measure_s of its step), and in brackets those where the next evaluation
   was still waiting for its run process (its ready_s at least as long as the gap).
+- timings retimed: correct load evaluations whose first measurement's calls spread more than the
+  judge's timing_retime_spread ((p90 - p10) / median), so it measured again; in brackets the median
+  spread of first measurements.
 - mean waiting for build slot / device: the judge's waiting_build / waiting_device from /stats every
   2 s of the load (env only).
 """
@@ -121,6 +124,11 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
             out["slot_p50_s"].update({k: pct([p.get(k) for p in ph], 50) for k in ("import_s", "trials_s", "timing_s")})
             # from taking a run process to its "ready": it may still be starting (torch, CUDA context)
             out["ready_p50_s"], out["ready_p95_s"] = pct([t.get("ready_s") for t in tm], 50), pct([t.get("ready_s") for t in tm], 95)
+        # measurements taken again: their calls spread wider than timing_retime_spread (disturbed)
+        first = [p["timing_spreads"] for p in ph if p.get("timing_spreads")]
+        if first:
+            out["retimed_pct"] = 100 * sum(len(x) > 1 for x in first) / len(first)
+            out["first_spread_p50"] = pct([x[0] for x in first], 50)
         gaps = _slot_gaps(ev + list(ld.get("probes") or [])) if ndev == 1 else None
         if gaps:
             out["slot_gaps_s"], out["slot_gaps_ready_s"] = gaps
@@ -160,6 +168,7 @@ def rows(s: dict) -> list[tuple[str, str]]:
         ("device queue wait s p50 / p95", _pair(s.get("queue_p50_s"), s.get("queue_p95_s"))),
         ("build slot wait s p50 / p95", _pair(s.get("build_wait_p50_s"), s.get("build_wait_p95_s"))),
         ("run process ready s p50 / p95", _pair(s.get("ready_p50_s"), s.get("ready_p95_s"))),
+        ("timings retimed % (first calls' spread p50)", f"{_f(s.get('retimed_pct'), 1)} ({_f(s.get('first_spread_p50'), 3)})"),
         ("slot free between slots s (next run process not ready)",
          f"{_f(s.get('slot_gaps_s'), 1)} ({_f(s.get('slot_gaps_ready_s'), 1)})"),
         ("mean waiting for build slot / device", _pair(s.get("waiting_build_mean"), s.get("waiting_device_mean"), 1)),

@@ -169,15 +169,25 @@ def test_the_same_source_again_skips_its_build_process(cache_dir):
 def test_build_processes_run_at_a_lower_priority(tmp_path):
     from kernel_env.judge.sandbox import PYTHON, Proc, child_env
 
-    async def niceness(n):
-        p = await Proc.start([PYTHON, "-c", "import os, sys; os.write(int(sys.argv[1]), b'{\"nice\": %d}\\n' % os.nice(0))"],
-                             tmp_path, child_env(tmp_path, {}), 4096, nice=n)
+    code = ("import json, os, sys\n"
+            "got = {'nice': os.nice(0), 'idle': os.sched_getscheduler(0) == os.SCHED_IDLE}\n"
+            "try:\n    os.nice(-1); got['back'] = True\nexcept OSError:\n    got['back'] = False\n"
+            "try:\n    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0)); got['back'] = True\nexcept OSError:\n    pass\n"
+            "os.write(int(sys.argv[1]), (json.dumps(got) + '\\n').encode())")
+
+    async def priority(n, idle):
+        p = await Proc.start([PYTHON, "-c", code], tmp_path, child_env(tmp_path, {}), 4096, nice=n, idle_sched=idle,
+                             untrusted=True)
         msg = await p.next_message(30)
         await p.close()
-        return msg["nice"] - os.nice(0)
+        return msg
 
-    assert asyncio.run(niceness(10)) == 10 and asyncio.run(niceness(0)) == 0
-    assert JudgeConfig().build_nice > 0
+    low, normal = asyncio.run(priority(10, True)), asyncio.run(priority(0, False))
+    # a build process: nice 10 and SCHED_IDLE, and no way back (RLIMIT_NICE 0; root's CAP_SYS_NICE aside)
+    assert low["nice"] - os.nice(0) == 10 and low["idle"] and not normal["idle"] and normal["nice"] == os.nice(0)
+    if os.geteuid() != 0:
+        assert not low["back"]
+    assert JudgeConfig().build_nice > 0 and JudgeConfig().build_sched_idle
 
 
 def test_cancelled_evaluation_leaves_nothing_behind(cache_dir):

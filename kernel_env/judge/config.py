@@ -28,6 +28,10 @@ class JudgeConfig:
     # builds run at this niceness: under load the CPU goes first to the process holding the device
     # slot (Triton compiles at the first call, inside it) and to the reference worker
     build_nice: int = 10
+    # and under SCHED_IDLE (Linux): CPU time only when no other process wants it. At nice 10, 15 builds
+    # still took the CPU from the process being timed: a call's launch waited behind them and the call
+    # timed 2-14x slower (one load measurement in five retimed on the H200, eighth session)
+    build_sched_idle: bool = True
     # at server start, before any evaluation: each device's idle run processes and its reference worker
     # (CUDA context, the comparison's kernels compiled), so the first evaluation waits for neither
     start_ahead: bool = True

@@ -50,11 +50,18 @@ def child_env(workdir: Path, extra: dict) -> dict:
 
 
 def _limits(max_file_bytes: int | None, mem_bytes: int | None = None, nofile: int = 1024, untrusted: bool = False,
-            nice: int = 0):
+            nice: int = 0, idle_sched: bool = False):
     def apply():
         os.setsid()  # new session: one killpg reaches every child it forks
         if nice:
             os.nice(nice)
+        if idle_sched:  # CPU time only when nothing else wants it (inherited by its compilers)
+            try:
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            except (AttributeError, OSError):
+                pass
+        if untrusted:  # no way back to a better priority or policy: RLIMIT_NICE 0 allows none
+            resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         if max_file_bytes:
@@ -162,13 +169,14 @@ class Proc:
 
     @classmethod
     async def start(cls, argv: list, workdir: Path, env: dict, out_cap: int, max_file_bytes: int | None = None,
-                    mem_bytes: int | None = None, untrusted: bool = False, nice: int = 0):
+                    mem_bytes: int | None = None, untrusted: bool = False, nice: int = 0, idle_sched: bool = False):
         rfd, wfd = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, str(wfd), cwd=str(workdir), env=env, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, pass_fds=(wfd,),
-                preexec_fn=_limits(max_file_bytes, mem_bytes, untrusted=untrusted, nice=nice))
+                preexec_fn=_limits(max_file_bytes, mem_bytes, untrusted=untrusted, nice=nice,
+                                                   idle_sched=idle_sched))
         except BaseException:
             os.close(rfd)
             os.close(wfd)

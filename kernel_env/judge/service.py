@@ -525,7 +525,8 @@ class Judge:
             env["CUDA_VISIBLE_DEVICES"] = ""
         return await Proc.start(argv, workdir, env, cfg.output_cap_bytes, max_file_bytes=cfg_max_file_bytes(cfg),
                                 mem_bytes=cfg.candidate_memory_bytes if cfg.device == "cpu" else None, untrusted=True,
-                                nice=cfg.build_nice if mode == "build" else 0)
+                                nice=cfg.build_nice if mode == "build" else 0,
+                                idle_sched=cfg.build_sched_idle and mode == "build")
 
     async def _fail_build(self, v: Verdict, cand: Proc, msg: dict) -> Verdict:
         ev = msg.get("event")
