@@ -467,7 +467,8 @@ def test_a_stalled_event_loop_does_not_void_an_honest_timing(cache_dir):
 
 
 def test_a_quiet_gpu_gets_the_longer_warm_up_and_it_reaches_the_timing(cache_dir, monkeypatch):
-    judge = make_judge(cache_dir)
+    # no call or budget cap before the wall-time rule: a tiny CPU kernel makes 500 calls in well under 1 s
+    judge = make_judge(cache_dir, max_timed_calls=10 ** 6, timing_budget_s=60.0)
     # the rule: only on a GPU, and only while no other evaluation waits for that device
     monkeypatch.setattr(judge.cfg, "device", "cuda")
     judge._dev_pending[0] = 1
@@ -481,3 +482,26 @@ def test_a_quiet_gpu_gets_the_longer_warm_up_and_it_reaches_the_timing(cache_dir
     v = judge.evaluate_sync("level1/1_Small_ReLU", submission("relu_ok.py"))
     assert v.correct and v.details["quiet_timing"]["min_wall_s"] == 1.0, v.feedback
     assert v.details["run_phases"]["timing_s"] >= 1.0
+
+
+def test_a_starting_run_process_does_its_gpu_work_only_outside_a_candidates_run(cache_dir):
+    judge = make_judge(cache_dir)
+
+    async def main():
+        judge._gate[0]["timing"] = 1  # a candidate is being run and timed on the device
+        p = await judge._start_idle(("run", 0))
+        try:
+            t0 = time.monotonic()
+            while not getattr(p, "imported", False) and not p.warmed.done() and time.monotonic() - t0 < 60:
+                await asyncio.sleep(0.2)  # it imports torch, then asks for its warm window
+            await asyncio.sleep(1.0)
+            held = getattr(p, "imported", False) and not p.warmed.done() and judge._gate[0]["warming"] == 0
+            judge._gate[0]["timing"] = 0
+            msg = await asyncio.wait_for(p.warmed, 60)
+            return held, msg
+        finally:
+            await judge._discard(p)
+            await judge.aclose()
+
+    held, msg = asyncio.run(main())
+    assert held and msg["event"] == "warmed"

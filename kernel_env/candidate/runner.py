@@ -13,8 +13,9 @@ elsewhere and cross-checks the timings.
           this process's own folder (the judge moves the build into the cache), and find ModelNew ->
           {"event": "built"}; a compile error ends the evaluation here. Any other failure at import is
           left for the run process to report (a submission may look at the GPU when imported).
-  run     started before its evaluation is known (the judge keeps a few per device): torch imported,
-          the CUDA context made by this trusted code; then the plan (seeds, the task, where the build
+  run     started before its evaluation is known (the judge keeps a few per device): torch imported
+          -> {"event": "imported"}; on {"cmd": "warm"} (the judge sends it while no candidate is
+          timed on the device) the CUDA context made by this trusted code -> {"event": "warmed"}; then the plan (seeds, the task, where the build
           is) on stdin, the task imported -> {"event": "ready"}; then it waits for "go", which the
           judge sends once the device slot is its own. Only then is candidate code loaded (the module
           the build process made, read from its build folder), so it
@@ -149,11 +150,20 @@ def main() -> int:
         import triton  # noqa: F401
     except ImportError:
         triton = None
+    # The first GPU work (the CUDA context, loading our kernels' device code, Triton's first launch)
+    # waits for the judge's word: it keeps it out of another candidate's timing on this device
+    harness.emit(fd, {"event": "imported"})
+    try:
+        if json.loads(sys.stdin.readline() or "{}").get("cmd") != "warm":
+            return 0
+    except (ValueError, AttributeError):
+        return 2
     if device.type == "cuda":  # the CUDA context and the device code of our own kernels
         torch.cuda.init()
         harness.warm_kernels(device)
         if triton is not None:
             _warm_triton(device)
+    harness.emit(fd, {"event": "warmed"})
 
     # The plan holds this evaluation's seeds: it comes on stdin, never through a file another
     # candidate process could read; with it, this evaluation's build settings

@@ -64,6 +64,9 @@ class JudgeConfig:
     reference_warmup_s: float = 1.5
     quiet_warmup_s: float = 1.5
     quiet_min_wall_s: float = 0.5
+    # and waits up to this long for run processes already making their CUDA context (no new one starts
+    # its GPU work while a candidate runs, under load too)
+    quiet_warm_wait_s: float = 3.0
     # a measurement whose calls spread more than this ((p90 - p10) / median) is taken again, up to
     # timing_attempts in all, keeping the least spread one: another process's GPU work time-slicing with
     # it doubled a 3.8 ms matmul's calls in one evaluation under load (docs/performance.md)

@@ -91,6 +91,9 @@ class Judge:
         self._ahead: set[asyncio.Task] = set()  # reference workers being started by start_ahead()
         self._stopping = False
         self._dev_pending = {g: 0 for g in slots}
+        # per device: candidates being run or timed, timings about to start, run processes warming up
+        # (their first GPU work): see _warm_window and _timing_window
+        self._gate = {g: {"timing": 0, "want": 0, "warming": 0} for g in slots}
         self._dev_busy_s = {g: 0.0 for g in slots}
         self._t0 = time.monotonic()
         self._profiles: dict[str, dict] = {}  # task id -> profile, for this judge's device
@@ -359,6 +362,10 @@ class Judge:
                 # and the plan, imports the task and says "ready" while the evaluations ahead are measured
                 t_p = time.monotonic()
                 cand = await self._take_idle(("run", gpu))
+                warmed = await cand.warmed  # its first GPU work, done outside other candidates' timings
+                if warmed.get("event") != "warmed":
+                    raise JudgeInternalError("the run process did not start: " + str(warmed.get("event"))
+                                             + " " + cand.output()[-1500:])
                 (cand.workdir / "submission.py").write_text(source)
                 (cand.workdir / "slots").mkdir(exist_ok=True)
                 await cand.send(json.dumps(plan))
@@ -384,7 +391,10 @@ class Judge:
                         quiet = self._quiet_timing(gpu)
                         if quiet:
                             v.details["quiet_timing"] = quiet
-                        run = await self._run_candidate(cand, prep["slots"], quiet)
+                        # no run process starts its GPU work while this candidate runs; when nobody
+                        # waits for the device, the ones already warming up finish first
+                        async with self._timing_window(gpu, self.cfg.quiet_warm_wait_s if quiet else 0.0):
+                            run = await self._run_candidate(cand, prep["slots"], quiet)
                         await cand.close()  # the candidate is gone before the reference is computed
                         v.timings["run_s"] = round(time.monotonic() - t_c, 3)
                         if run.get("phases"):
@@ -502,12 +512,59 @@ class Judge:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         p.loop, p.workdir = asyncio.get_running_loop(), workdir
+        if mode == "run":
+            p.warmed = asyncio.ensure_future(self._warm_up(p, gpu))
         return p
+
+    async def _warm_up(self, p: Proc, gpu: int) -> dict:
+        """A run process's start: torch imported ("imported"), then, inside a warm window of its device,
+        the CUDA context and the device code of the runner's own kernels ("warmed")."""
+        msg = await p.next_message(self.cfg.reference_timeout_s)
+        if msg.get("event") != "imported":
+            return msg
+        p.imported = True
+        async with self._warm_window(gpu):
+            if not await p.send(json.dumps({"cmd": "warm"})):
+                return {"event": "eof"}
+            return await p.next_message(self.cfg.reference_timeout_s)
+
+    @asynccontextmanager
+    async def _warm_window(self, gpu: int):
+        """A run process's first GPU work waits while a candidate on the device runs or is about to: on
+        the H200, run processes starting beside a timing slowed its calls (docs/performance.md)."""
+        g = self._gate[gpu]
+        while g["timing"] or g["want"]:
+            await asyncio.sleep(0.01)
+        g["warming"] += 1
+        try:
+            yield
+        finally:
+            g["warming"] -= 1
+
+    @asynccontextmanager
+    async def _timing_window(self, gpu: int, wait_s: float):
+        """A candidate runs and is timed: no warm-up starts meanwhile; those under way are waited for,
+        up to wait_s (0 under load: the slot does not wait for the pool)."""
+        g = self._gate[gpu]
+        g["want"] += 1
+        try:
+            end = time.monotonic() + wait_s
+            while g["warming"] and time.monotonic() < end:
+                await asyncio.sleep(0.005)
+        finally:
+            g["want"] -= 1
+        g["timing"] += 1
+        try:
+            yield
+        finally:
+            g["timing"] -= 1
 
     @staticmethod
     async def _discard(p: Proc) -> None:
         """End a process the judge keeps between evaluations, and remove its folder."""
         if p.loop is asyncio.get_running_loop():
+            if getattr(p, "warmed", None) is not None:
+                p.warmed.cancel()
             await p.close()
         else:  # its pipes belong to an event loop that has ended: kill it directly
             p.kill()
