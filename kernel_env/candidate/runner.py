@@ -14,9 +14,9 @@ elsewhere and cross-checks the timings.
           {"event": "built"}; a compile error ends the evaluation here. Any other failure at import is
           left for the run process to report (a submission may look at the GPU when imported).
   run     started before its evaluation is known (the judge keeps a few per device): torch imported
-          -> {"event": "imported"}; on {"cmd": "warm"} (the judge sends it while no candidate is
-          timed on the device) the CUDA context made by this trusted code -> {"event": "warmed"}; then the plan (seeds, the task, where the build
-          is) on stdin, the task imported -> {"event": "ready"}; then it waits for "go", which the
+          -> {"event": "imported"}; on {"cmd": "warm"} (sent while no candidate runs on the device)
+          the CUDA context made by this trusted code -> {"event": "warmed"}; then the plan (seeds,
+          the task, where the build is) on stdin, the task imported -> {"event": "ready"}; then it waits for "go", which the
           judge sends once the device slot is its own. Only then is candidate code loaded (the module
           the build process made, read from its build folder), so it
           never runs while another submission is measured. "go" brings output slots made by the
