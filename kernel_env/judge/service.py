@@ -754,7 +754,7 @@ class Judge:
         if cmp_["mismatch"]:
             mm = cmp_["mismatch"]
             v.stage, v.error_kind = Stage.CORRECTNESS.value, ErrorKind.OUTPUT_MISMATCH.value
-            where = f"recheck of timed outputs" if "recheck" in mm else f"trial {mm.get('trial', 0) + 1} of {len(run.get('trials') or [])}"
+            where = "recheck of timed outputs" if "recheck" in mm else f"trial {mm.get('trial', 0) + 1} of {len(run.get('trials') or [])}"
             v.feedback = fb.clip(f"Wrong output ({where}): {mm['message']}", cfg.feedback_max_chars)
             v.details["mismatch"] = mm
             return v
