@@ -9,7 +9,7 @@ speedup, latency_s, build_s, measure_s, queue_s (None where unknown).
 2. spread alone: one kernel, not made unique (its build is cached), once to warm up, then n times.
 3. load: `sessions` threads, each with its own session, take jobs from the pool in order (every job
    a unique build) until `n_evals` are taken or `load_s` has passed; meanwhile n probe evaluations of
-   the spread kernel start, spaced out over the first half, each in its own session. The window ends
+   each spread kernel start, taking turns, spaced out over the first half, each in its own session. The window ends
    when every probe has returned and either `load_s` has passed or every load evaluation has returned
    (at most 1.5 x load_s + 30 s); what is still running then is killed and not counted.
 """
@@ -54,8 +54,9 @@ def spread_alone(h, probe: Sub, n: int, log) -> dict:
     return {"kernel": probe.label, "warmup": first, "evals": evals}
 
 
-def load(h, pool: list[Sub], sessions: int, n_evals: int, load_s: float, probe: Sub, n_probes: int,
+def load(h, pool: list[Sub], sessions: int, n_evals: int, load_s: float, probes_of: list[Sub], n_probes: int,
          tag: str, log, progress_s: float = 10.0) -> dict:
+    """`n_probes` evaluations of each kernel of `probes_of`; each probe result names its kernel ("probe")."""
     lock = threading.Lock()
     stop = threading.Event()
     results: list[dict] = []
@@ -91,10 +92,12 @@ def load(h, pool: list[Sub], sessions: int, n_evals: int, load_s: float, probe: 
         if sess is not None:
             sess.close()
 
+    n_all = n_probes * len(probes_of)
     start_at = min(10.0, 0.1 * load_s)
-    every = 0.5 * load_s / max(1, n_probes)
+    every = 0.5 * load_s / max(1, n_all)
 
     def prober(k: int) -> None:
+        probe = probes_of[k % len(probes_of)]  # the kernels take turns
         if stop.wait(start_at + k * every):
             return
         sess = None
@@ -109,10 +112,10 @@ def load(h, pool: list[Sub], sessions: int, n_evals: int, load_s: float, probe: 
             if sess is not None:
                 sess.close()
         if not stop.is_set():
-            probes.append(r)
+            probes.append({**r, "probe": probe.label})
 
     workers = [threading.Thread(target=worker, daemon=True) for _ in range(sessions)]
-    probers = [threading.Thread(target=prober, args=(k,), daemon=True) for k in range(n_probes)]
+    probers = [threading.Thread(target=prober, args=(k,), daemon=True) for k in range(n_all)]
     for t in workers + probers:
         t.start()
     last = t0
@@ -135,7 +138,7 @@ def load(h, pool: list[Sub], sessions: int, n_evals: int, load_s: float, probe: 
         if now - last >= progress_s:
             last = now
             log(f"[{h.name} load] {len(results)}/{n_evals} evaluations done ({counters['in_flight']} in flight), "
-                f"probes {len(probes)}/{n_probes}, {now - t0:.0f} s")
+                f"probes {len(probes)}/{n_all}, {now - t0:.0f} s")
     t1 = time.monotonic()
     unfinished = counters["in_flight"]  # still running at the window's end: killed, not counted
     busy1 = h.device_busy()
@@ -149,5 +152,6 @@ def load(h, pool: list[Sub], sessions: int, n_evals: int, load_s: float, probe: 
     return {"sessions": sessions, "n_evals": n_evals, "load_s": load_s, "window_s": t1 - t0,
             "load_wall_s": (load_over_at or t1) - t0,  # till the last load evaluation returned
             "t0": t0, "t1": t1, "busy_s": busy1[0] - busy0[0], "n_devices": busy1[1],
-            "unfinished": unfinished, "evals": results, "probes": probes, "probe_kernel": probe.label, "queues": queues,
+            "unfinished": unfinished, "evals": results, "probes": probes, "probe_kernel": probes_of[0].label,
+            "probe_kernels": [p.label for p in probes_of], "queues": queues,
             "server_stats_end": end_stats}

@@ -19,7 +19,8 @@ Definitions (one harness, its load phase unless said otherwise):
   the process's exit. "alone": warm + spread-alone evaluations. The issue's goal counts the queue
   as overhead too: add the queue row.
 - timing spread: max/min of the speedups of the same kernel (correct evaluations only); under load:
-  the probes that started while load evaluations were in flight.
+  the probes that started while load evaluations were in flight. One pair of rows per probe kernel
+  (--probe), the first one's unlabelled.
 - slot free between slots: the load's seconds between one slot's end and the next one's start (one
   device; a slot is the last measure_s of its step), and in brackets those where the next evaluation
   was still waiting for its run process (its ready_s at least as long as the gap).
@@ -84,6 +85,9 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
                                                   if r.get("judge_s") is not None], 50)
     if sp:
         out["spread_alone"] = _spread(sp["evals"])
+    main_probe = (ld or {}).get("probe_kernel")
+    # the other probe kernels: their spreads alone and under load, by kernel
+    more = {m["kernel"]: {"alone": _spread(m["evals"])} for m in res.get("spread_more") or []}
     if ld:
         errors = [r for r in ld["evals"] if r.get("stage") == "error"]  # the client failed: no evaluation
         ev = [r for r in ld["evals"] if r.get("stage") != "error"]
@@ -112,7 +116,8 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
             "build_wait_p95_s": pct([r.get("build_wait_s") for r in ev], 95),
             "overhead_load_p50_s": pct([_overhead(r) for r in ev], 50),
             "overhead_load_p95_s": pct([_overhead(r) for r in ev], 95),
-            "spread_under_load": _spread([r for r in ld["probes"] if r.get("in_flight_at_start")]),
+            "spread_under_load": _spread([r for r in ld["probes"] if r.get("in_flight_at_start")
+                                          and r.get("probe", main_probe) == main_probe]),
             "probes_done": len(ld["probes"]),
             "measure_p50_s": pct([r.get("measure_s") for r in ev], 50),
         })
@@ -138,6 +143,11 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
             out["waiting_device_mean"] = sum(q["waiting_device"] or 0 for q in qs) / len(qs)
         if gpu_mon is not None:
             out["gpu_util_pct"] = gpu_mon.mean(ld["t0"], ld["t1"], gpus)
+        for k in more:
+            more[k]["under_load"] = _spread([r for r in ld["probes"] if r.get("in_flight_at_start")
+                                             and r.get("probe") == k])
+    if more:
+        out["probe_spreads"] = more
     return out
 
 
@@ -183,17 +193,20 @@ def rows(s: dict) -> list[tuple[str, str]]:
         ("overhead/turn s under load p50 / p95", _pair(s.get("overhead_load_p50_s"), s.get("overhead_load_p95_s"))),
         ("timing spread max/min alone (n)", f"{_f(sa.get('max_over_min'), 4)} ({sa.get('n', 0)})"),
         ("timing spread max/min under load (n)", f"{_f(su.get('max_over_min'), 4)} ({su.get('n', 0)})"),
-    ]
+    ] + [(f"  {k.split('=')[0]}: alone / under load (n)",
+          f"{_f(v['alone']['max_over_min'], 4)} ({v['alone']['n']}) / "
+          f"{_f((v.get('under_load') or {}).get('max_over_min'), 4)} ({(v.get('under_load') or {}).get('n', 0)})")
+         for k, v in (s.get("probe_spreads") or {}).items()]
 
 
 def table(summaries: dict[str, dict]) -> str:
     names = {"env": "env (this project)", "plain": "plain harness"}
     cols = list(summaries)
     body = {c: dict(rows(summaries[c])) for c in cols}
-    labels = [label for label, _ in rows({})]
+    labels = list(dict.fromkeys(label for c in cols for label, _ in rows(summaries[c])))
     w0 = max(len(x) for x in labels)
     ws = [max(len(names.get(c, c)), *(len(v) for v in body[c].values())) for c in cols]
     line = lambda cells: "  ".join(x.ljust(w) for x, w in zip(cells, [w0, *ws])).rstrip()  # noqa: E731
     out = [line(["metric", *(names.get(c, c) for c in cols)]), line(["-" * w0, *("-" * w for w in ws)])]
-    out += [line([label, *(body[c][label] for c in cols)]) for label in labels]
+    out += [line([label, *(body[c].get(label, "n/a") for c in cols)]) for label in labels]
     return "\n".join(out)

@@ -5,7 +5,8 @@
 
 Each harness runs the same phases on the same kernels and tasks (bench/phases.py): cold/warm
 latency, timing spread alone, then the load (unique kernels from the pool, `--sessions` clients)
-with spread probes under it. Prints one table and writes everything to --out (JSON).
+with spread probes under it. Both serve the KernelBench folder's problems plus the benchmark's own
+(bench/tasks: a ~10 us kernel for the short-kernel spread). Prints one table and writes everything to --out (JSON).
 Definitions of the numbers: bench/report.py.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -27,8 +29,8 @@ from bench import phases, report  # noqa: E402
 from bench.bench_env import EnvHarness  # noqa: E402
 from bench.gpu_monitor import GpuMonitor  # noqa: E402
 from bench.plain_harness import PlainHarness  # noqa: E402
-from bench.workload import COLD, POOL, PROBE, ROOT, parse_sub  # noqa: E402
-from kernel_env.tasks import TaskSet  # noqa: E402
+from bench.workload import BENCH_TASKS, COLD, POOL, PROBES, ROOT, parse_sub  # noqa: E402
+from kernel_env.tasks import SUPPORTED_LEVELS, TaskSet, resolve_root  # noqa: E402
 
 DEFAULTS = {  # per device: sessions, load evals cap, load s, plain load s, spread n, plain timed calls
     "cuda": dict(sessions=64, evals=1000, load_s=90.0, plain_load_s=30.0, spread_n=10, plain_spread_n=3,
@@ -66,7 +68,20 @@ def git_state() -> str:
         return "unknown"
 
 
-def run_harness(h, args, pool, cold, probe, load_s, spread_n, gpu_mon) -> dict:
+def task_root(kernelbench_dir: str, work: Path) -> str:
+    """A folder of the problems both harnesses serve: the KernelBench folder's (or, without one, the
+    built-in small tasks) and the benchmark's own (bench/tasks), copied side by side."""
+    dst = work / "tasks"
+    shutil.rmtree(dst, ignore_errors=True)
+    for lv in SUPPORTED_LEVELS:
+        (dst / f"level{lv}").mkdir(parents=True)
+        for src in (resolve_root(kernelbench_dir or None), BENCH_TASKS):
+            for p in sorted((src / f"level{lv}").glob("*.py")):
+                shutil.copyfile(p, dst / f"level{lv}" / p.name)
+    return str(dst)
+
+
+def run_harness(h, args, pool, cold, probes, load_s, spread_n, gpu_mon) -> dict:
     res: dict = {}
     t = time.monotonic()
     h.start()
@@ -75,14 +90,16 @@ def run_harness(h, args, pool, cold, probe, load_s, spread_n, gpu_mon) -> dict:
         t = time.monotonic()
         # env: every task it will judge (a running server has them all on disk); plain: the tasks whose
         # speedups the table shows (a baseline of 19_ReLU alone costs it ~15 s on a GPU box)
-        tasks = {probe.task, cold.task} | ({s.task for s in pool} if h.name == "env" else set())
+        tasks = {p.task for p in probes} | {cold.task} | ({s.task for s in pool} if h.name == "env" else set())
         res["prepare"] = h.prepare(sorted(tasks))
         res["prepare_s"] = round(time.monotonic() - t, 2)
         log(f"[{h.name}] prepared the tasks' reference profiles in {res['prepare_s']} s: {res['prepare']}")
         tag = f"{h.name}-{time.time_ns()}"
         res["cold_warm"] = phases.cold_warm(h, cold, f"{tag}-cold", log)
-        res["spread"] = phases.spread_alone(h, probe, spread_n, log)
-        res["load"] = phases.load(h, pool, args.sessions, args.evals, load_s, probe, spread_n, tag, log,
+        # the first probe's spread is "spread", the others' "spread_more" (the table's last rows)
+        spreads = [phases.spread_alone(h, p, spread_n, log) for p in probes]
+        res["spread"], res["spread_more"] = spreads[0], spreads[1:]
+        res["load"] = phases.load(h, pool, args.sessions, args.evals, load_s, probes, spread_n, tag, log,
                                   args.progress_s)
     finally:
         h.close()
@@ -91,7 +108,8 @@ def run_harness(h, args, pool, cold, probe, load_s, spread_n, gpu_mon) -> dict:
         gpus = gpus[:1]
     res["summary"] = report.summarize(res, gpu_mon if args.device == "cuda" else None, gpus)
     # the SM clock, temperature and power while each spread evaluation ran: a slow timing or a slow clock
-    for r in [*(res.get("spread") or {}).get("evals", []), *(res.get("load") or {}).get("probes", [])]:
+    alone = [r for sp in [res.get("spread") or {}, *res.get("spread_more", [])] for r in sp.get("evals", [])]
+    for r in [*alone, *(res.get("load") or {}).get("probes", [])]:
         if r.get("t_start") is not None and r.get("latency_s") is not None:
             r["gpu_clock"] = gpu_mon.clock_at(r["t_start"], r["t_start"] + r["latency_s"])
     return res
@@ -105,11 +123,12 @@ def main(argv=None) -> None:
     ap.add_argument("--evals", type=int, help="cap on load evaluations per harness (default 1000 cuda, 8 cpu)")
     ap.add_argument("--load-s", type=float, help="env load: no new evaluations after this (default 90 cuda, 120 cpu)")
     ap.add_argument("--plain-load-s", type=float, help="plain load: the same (default 30 cuda, 120 cpu)")
-    ap.add_argument("--spread-n", type=int, help="evaluations of the probe kernel, alone and under load (10 cuda, 5 cpu)")
+    ap.add_argument("--spread-n", type=int, help="evaluations of each probe kernel, alone and under load (10 cuda, 5 cpu)")
     ap.add_argument("--plain-spread-n", type=int, help="the same for the plain harness (3 cuda, 5 cpu)")
     ap.add_argument("--plain-perf-trials", type=int, help="timed calls per plain evaluation (100 cuda, 10 cpu)")
-    ap.add_argument("--probe", help="TASK=FILE for the spread (default: " + ", ".join(
-        f"{d}: {s.label}" for d, s in PROBE.items()) + ")")
+    ap.add_argument("--probe", nargs="+", metavar="TASK=FILE", help="kernels for the spread, the first one the "
+                    "table's main rows (default: " + "; ".join(
+                        f"{d}: {' '.join(s.label for s in subs)}" for d, subs in PROBES.items()) + ")")
     ap.add_argument("--cold", help="TASK=FILE for cold/warm latency (default: " + ", ".join(
         f"{d}: {s.label}" for d, s in COLD.items()) + ")")
     ap.add_argument("--only", choices=("env", "plain"), help="run one harness only")
@@ -139,27 +158,29 @@ def main(argv=None) -> None:
         args.kernelbench_dir = str(Path(args.kernelbench_dir).resolve())
     pool = POOL[args.device]
     cold = parse_sub(args.cold) if args.cold else COLD[args.device]
-    probe = parse_sub(args.probe) if args.probe else PROBE[args.device]
+    probes = [parse_sub(p) for p in args.probe] if args.probe else PROBES[args.device]
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out or ROOT / "runs" / "bench" / f"{args.device}-{stamp}.json")
     work = out.parent / (out.stem + "-work")
+    tasks_dir = task_root(args.kernelbench_dir, work)
     command = "python " + " ".join(shlex.quote(a) for a in (sys.argv if argv is None else ["bench/run_all.py", *argv]))
     meta = {"date": dt.datetime.now().isoformat(timespec="seconds"), "device": args.device, "git": git_state(),
             "device_name": device_name(args.device), "cpus": os.cpu_count(), "command": command,
-            "args": vars(args), "pool": [s.label for s in pool], "cold": cold.label, "probe": probe.label}
+            "args": vars(args), "pool": [s.label for s in pool], "cold": cold.label,
+            "probes": [p.label for p in probes], "tasks_dir": tasks_dir}
     log(f"benchmark on {meta['device_name']}: {command}")
 
     gpu_mon = GpuMonitor(enabled=args.device == "cuda")
     results: dict = {}
     try:
         if args.only in (None, "env"):
-            env = EnvHarness(args.device, args.kernelbench_dir, work, gpus=args.gpus, server_args=args.server_args)
-            results["env"] = run_harness(env, args, pool, cold, probe, args.load_s, args.spread_n, gpu_mon)
+            env = EnvHarness(args.device, tasks_dir, work, gpus=args.gpus, server_args=args.server_args)
+            results["env"] = run_harness(env, args, pool, cold, probes, args.load_s, args.spread_n, gpu_mon)
         if args.only in (None, "plain"):
-            tasks = TaskSet(args.kernelbench_dir or None)
+            tasks = TaskSet(tasks_dir)
             plain = PlainHarness(args.device, tasks, work, Path(args.cache_dir), args.plain_perf_trials,
                                  gpu=args.gpus.split(",")[0] if args.gpus else "")
-            results["plain"] = run_harness(plain, args, pool, cold, probe, args.plain_load_s, args.plain_spread_n,
+            results["plain"] = run_harness(plain, args, pool, cold, probes, args.plain_load_s, args.plain_spread_n,
                                            gpu_mon)
     finally:
         gpu_mon.stop()

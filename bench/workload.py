@@ -51,12 +51,15 @@ POOL = {
 # cold/warm latency: a fresh build of this kernel, then the same source again
 COLD = {"cuda": Sub("level1/19_ReLU", "examples/submissions/19_ReLU_cuda.py", "cuda"),
         "cpu": Sub("level1/1_Small_ReLU", "tests/submissions/relu_ok.py", "cpp")}
-# timing spread: this kernel, not made unique (its build is cached), evaluated again and again.
-# A millisecond kernel with small inputs (the plain harness makes inputs on the CPU: 19_ReLU's 6.4 GB
-# would cost it ~30 s per evaluation)
-PROBE = {"cuda": Sub("level1/1_Square_matrix_multiplication_",
-                     "examples/submissions/1_Square_matrix_multiplication__cuda.py", "cuda"),
-         "cpu": Sub("level1/1_Small_ReLU", "tests/submissions/relu_ok.py", "cpp")}
+# timing spread: these kernels, not made unique (their builds are cached), evaluated again and again.
+# On cuda a millisecond kernel with small inputs (the plain harness makes inputs on the CPU: 19_ReLU's
+# 6.4 GB would cost it ~30 s per evaluation) and a ~10 us one (bench/tasks: the two spread goals)
+PROBES = {"cuda": [Sub("level1/1_Square_matrix_multiplication_",
+                       "examples/submissions/1_Square_matrix_multiplication__cuda.py", "cuda"),
+                   Sub("level1/19_ReLU_4M", "examples/submissions/19_ReLU_cuda.py", "cuda")],
+          "cpu": [Sub("level1/1_Small_ReLU", "tests/submissions/relu_ok.py", "cpp")]}
+# the benchmark's own problems, served beside the KernelBench folder's (run_all.task_root)
+BENCH_TASKS = ROOT / "bench" / "tasks"
 
 
 def parse_sub(spec: str) -> Sub:

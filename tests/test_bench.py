@@ -14,13 +14,15 @@ from conftest import ROOT
 pytestmark = pytest.mark.slow
 
 TRITON = "level1/1_Small_ReLU=tests/honest/triton_prealloc_buffer.py"
+# the benchmark's own short-kernel probe task (bench/tasks), served beside the built-in ones
+TRITON_4M = "level1/19_ReLU_4M=tests/honest/triton_prealloc_buffer.py"
 
 
 def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
     out = tmp_path / "bench.json"
     cmd = [sys.executable, "bench/run_all.py", "--device", "cpu", "--sessions", "2", "--evals", "3",
            "--load-s", "40", "--plain-load-s", "40", "--spread-n", "2", "--plain-spread-n", "2",
-           "--cold", TRITON, "--probe", TRITON, "--cache-dir", str(tmp_path / "plain-cache"),
+           "--cold", TRITON, "--probe", TRITON, TRITON_4M, "--cache-dir", str(tmp_path / "plain-cache"),
            "--server-args", f"--cache-dir {cache_dir}", "--progress-s", "5", "--out", str(out)]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -32,9 +34,16 @@ def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
         assert s["load_evaluations"] >= 1 and s["load_correct"] == s["load_evaluations"], (side, s)
         assert s["cold_stage"] == "timed" and s["cold_latency_s"] > 0, (side, s)
         assert s["spread_alone"]["n"] == 2 and s["spread_alone"]["max_over_min"] >= 1.0, (side, s)
+        # the second probe kernel: its own spread, alone and under load, apart from the first one's
+        assert list(s["probe_spreads"]) == [TRITON_4M], (side, s)
+        assert s["probe_spreads"][TRITON_4M]["alone"]["n"] == 2, (side, s)
+        probes = d[side]["load"]["probes"]
+        assert {p["probe"] for p in probes} <= {TRITON, TRITON_4M} and s["probes_done"] == len(probes), (side, s)
+        assert s["spread_under_load"]["n"] + s["probe_spreads"][TRITON_4M]["under_load"]["n"] <= len(probes)
         assert s["evals_per_gpu_min"] > 0 and s["latency_p50_s"] > 0, (side, s)
         assert isinstance(s["load_unfinished"], int) and s["load_unfinished"] >= 0, (side, s)
     assert 0 < d["env"]["summary"]["device_slot_held_pct"] <= 100
+    assert "level1/19_ReLU_4M: alone / under load (n)" in p.stdout
 
 
 def test_comparison_and_triton_first_call_benches_run_on_the_cpu():
