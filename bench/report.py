@@ -86,6 +86,11 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
     if sp:
         out["spread_alone"] = _spread(sp["evals"])
     main_probe = (ld or {}).get("probe_kernel")
+
+    def under_load(kernel):  # a probe kernel's evaluations that started while the load ran
+        return _spread([r for r in ld["probes"] if r.get("in_flight_at_start")
+                        and r.get("probe", main_probe) == kernel])  # older runs: one kernel, unnamed
+
     # the other probe kernels: their spreads alone and under load, by kernel
     more = {m["kernel"]: {"alone": _spread(m["evals"])} for m in res.get("spread_more") or []}
     if ld:
@@ -116,8 +121,7 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
             "build_wait_p95_s": pct([r.get("build_wait_s") for r in ev], 95),
             "overhead_load_p50_s": pct([_overhead(r) for r in ev], 50),
             "overhead_load_p95_s": pct([_overhead(r) for r in ev], 95),
-            "spread_under_load": _spread([r for r in ld["probes"] if r.get("in_flight_at_start")
-                                          and r.get("probe", main_probe) == main_probe]),
+            "spread_under_load": under_load(main_probe),
             "probes_done": len(ld["probes"]),
             "measure_p50_s": pct([r.get("measure_s") for r in ev], 50),
         })
@@ -144,8 +148,7 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
         if gpu_mon is not None:
             out["gpu_util_pct"] = gpu_mon.mean(ld["t0"], ld["t1"], gpus)
         for k in more:
-            more[k]["under_load"] = _spread([r for r in ld["probes"] if r.get("in_flight_at_start")
-                                             and r.get("probe") == k])
+            more[k]["under_load"] = under_load(k)
     if more:
         out["probe_spreads"] = more
     return out

@@ -71,11 +71,11 @@ def git_state() -> str:
 def task_root(kernelbench_dir: str, work: Path) -> str:
     """A folder of the problems both harnesses serve: the KernelBench folder's (or, without one, the
     built-in small tasks) and the benchmark's own (bench/tasks), copied side by side."""
-    dst = work / "tasks"
+    dst, srcs = work / "tasks", (resolve_root(kernelbench_dir or None), BENCH_TASKS)
     shutil.rmtree(dst, ignore_errors=True)
     for lv in SUPPORTED_LEVELS:
         (dst / f"level{lv}").mkdir(parents=True)
-        for src in (resolve_root(kernelbench_dir or None), BENCH_TASKS):
+        for src in srcs:
             for p in sorted((src / f"level{lv}").glob("*.py")):
                 shutil.copyfile(p, dst / f"level{lv}" / p.name)
     return str(dst)

@@ -16,10 +16,10 @@ elsewhere and cross-checks the timings.
   run     started before its evaluation is known (the judge keeps a few per device): torch imported
           -> {"event": "imported"}; on {"cmd": "warm"} (sent while no candidate runs on the device)
           the CUDA context made by this trusted code -> {"event": "warmed"}; then the plan (seeds,
-          the task, where the build is) on stdin, the task imported -> {"event": "ready"}; then it waits for "go", which the
-          judge sends once the device slot is its own. Only then is candidate code loaded (the module
-          the build process made, read from its build folder), so it
-          never runs while another submission is measured. "go" brings output slots made by the
+          the task, where the build is) on stdin, the task imported -> {"event": "ready"}; then it
+          waits for "go", which the judge sends once the device slot is its own. Only then is
+          candidate code loaded (the module the build process made, read from its build folder), so
+          it never runs while another submission is measured. "go" brings output slots made by the
           judge (CUDA IPC handles, or mapped files on the CPU), each trial's with the input
           distribution the reference worker chose for it. Construct ModelNew, run it on the inputs
           of every trial seed (clones) under the watch (watch.py: no PyTorch compute in forward,
@@ -51,14 +51,15 @@ _SAVED = {name: getattr(harness, name) for name in _PRIMITIVES}
 _SAVED_TIME = (time.perf_counter, time.monotonic)
 PLAN_ENV = ("KERNEL_ENV_BUILT_DIR", "KERNEL_ENV_PCH_DIR")  # build settings that come with the plan
 
+AUDIT_P = 0.15     # share of timing-phase calls preceded by a watched, untimed call on the same inputs
+MAX_AUDITS = 8
+
 
 def _apply_plan_env(plan: dict) -> None:
     """This evaluation's build settings, from its plan (the process was started before it was known)."""
     for k, v in (plan.get("env") or {}).items():
         if k in PLAN_ENV:
             os.environ[k] = str(v)
-AUDIT_P = 0.15     # share of timing-phase calls preceded by a watched, untimed call on the same inputs
-MAX_AUDITS = 8
 
 
 def _tampered() -> str | None:
