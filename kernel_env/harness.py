@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from kernel_env import launch_gate
+
 # Output exchange: the judge allocates output slots, the candidate copies its outputs into them
 # (make_slots / open_slots / fill_slots). Only JSON travels from the candidate, so the trusted side
 # never unpickles anything a candidate wrote.
@@ -168,6 +170,7 @@ def warm_kernels(device: torch.device) -> None:
         perturb_inputs([x], 1)
         poison_(x.clone())
         torch.empty_like(x).copy_(x)
+    _gate_for(device)  # the launch gate's Triton kernel is compiled here, before any submission is imported
     synchronize(device)
 
 
@@ -245,6 +248,14 @@ _Event = torch.cuda.Event
 _event_record = torch.cuda.Event.record
 _event_elapsed = torch.cuda.Event.elapsed_time
 _event_sync = torch.cuda.Event.synchronize
+_event_query = torch.cuda.Event.query
+_gate_for = launch_gate.gate_for
+# the launch gate's hold before a timed call: at least this long, and never longer than the cap (a call
+# that synchronizes inside itself outlasts any gate; it is then timed with its launch, as before)
+GATE_MIN_NS = 30_000
+GATE_MAX_NS = 2_000_000
+CALIBRATION_CALLS = 10
+TIMING_METHOD = "gated-2"  # part of the cached reference profile's key: a profile timed another way is timed again
 
 
 def poison_(t: torch.Tensor) -> None:
@@ -340,9 +351,13 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
                retime_spread: float = 0.0, attempts: int = 1, min_wall_s: float = 0.0) -> dict:
     """Time fn() per call: L2 flushed before each call, device-wide sync after, median reported.
 
-    On CUDA each call is bracketed by events, and the end is taken after a device-wide synchronize so
-    that work a kernel left on side streams is counted; a calibration of the same bracket around an
-    empty call is subtracted (never below the plain stream-event time). On CPU a monotonic clock.
+    On CUDA each call is bracketed by events on the current stream. Before the start event a launch
+    gate (launch_gate.py) holds every SM while the host queues the call, so the time is the GPU's, not
+    the host's launch work; the gate starts at 2 x the host's p90 launch time + 30 us (from the warm-up
+    calls) and doubles, up to GATE_MAX_NS, after any call whose launch outlasted it. A second end
+    event, after the gate's tail (it ends once every SM is free), sees work left running on other
+    streams; settle() says when it counts. Without a gate (no Triton, or a GPU where it does not keep
+    other streams out) the second end event follows a device-wide synchronize. On CPU a monotonic clock.
     before() and after() run around each call, outside the timed region (fresh inputs; keeping outputs).
     Warm-up: at least `warmup` calls and `warmup_s` seconds. Stops when the median is stable (moves less than stable_rel between the first half and all
     calls) after min_calls and min_wall_s of wall time, when budget_s of measured time is spent, or at
@@ -352,6 +367,8 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     again, up to `attempts` times in all, and the least spread measurement is the result.
     """
     cuda = device.type == "cuda"
+    gate = _gate_for(device) if cuda else None
+    g = {"ns": GATE_MIN_NS, "late": 0, "host": []}
 
     def one(f, hooks=True):
         if hooks and before is not None:
@@ -359,16 +376,28 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
         flusher()
         synchronize(device)
         if cuda:
-            s, e_stream, e_all = (_Event(enable_timing=True) for _ in range(3))
+            s, e_stream, e_end = (_Event(enable_timing=True) for _ in range(3))
+            if gate is not None:
+                gate(g["ns"])
             _event_record(s)
+            h0 = _perf_counter()
             f()
+            g["host"].append(_perf_counter() - h0)
             _event_record(e_stream)
-            _cuda_sync(device)
-            _event_record(e_all)
-            _event_sync(e_all)
+            if gate is not None:
+                gate.tail()  # ends once every SM is free: after the call's work on any stream
+                _event_record(e_end)
+                if _event_query(s):  # the gate ended before the host had queued the call
+                    g["late"] += 1
+                    g["ns"] = min(GATE_MAX_NS, 2 * g["ns"])
+                _cuda_sync(device)
+            else:
+                _cuda_sync(device)
+                _event_record(e_end)
+            _event_sync(e_end)
             if hooks and after is not None:
                 after()
-            return _event_elapsed(s, e_stream), _event_elapsed(s, e_all)
+            return _event_elapsed(s, e_stream), _event_elapsed(s, e_end)
         t0 = _perf_counter()
         f()
         dt = (_perf_counter() - t0) * 1e3
@@ -380,35 +409,53 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     while n_warm < max(warmup, 1) or (_perf_counter() - t_warm < warmup_s and n_warm < max_calls):
         one(fn)  # until the clocks have ramped and caches, allocator and JIT are warm
         n_warm += 1
-    overhead = 0.0
-    if cuda:  # what the bracket costs around nothing: host sync latency and the event launch
-        overhead = _median(one(lambda: None, hooks=False)[1] for _ in range(10))  # no inputs, no outputs
+    if gate is not None:  # from here on, long enough for this call's launch (and what it cost in the warm-up)
+        q = sorted(g["host"])
+        g["ns"] = max(g["ns"], min(GATE_MAX_NS, int(2e9 * q[(9 * len(q)) // 10]) + GATE_MIN_NS))
+    late_warm = g["late"]
+    overhead, jitter = 0.0, 0.0
+    if cuda:  # what the end bracket costs around nothing: the tail's own time, or host sync latency and the event launch
+        ends = sorted(one(lambda: None, hooks=False)[1] for _ in range(CALIBRATION_CALLS))  # no inputs, no outputs
+        overhead, jitter = _median(ends), ends[(9 * len(ends)) // 10] - _median(ends)
 
-    def measure() -> list:
-        times = []
+    def measure() -> list:  # (stream time, end time) per call; the stop rule looks at the stream time
+        pairs = []
         spent, t_start = 0.0, _perf_counter()
-        while len(times) < max_calls:
-            t_stream, t_all = one(fn)
-            t = max(t_stream, t_all - overhead) if cuda else t_stream
-            times.append(t)
-            spent += t / 1e3
-            n = len(times)
+        while len(pairs) < max_calls:
+            pairs.append(one(fn))
+            spent += pairs[-1][0] / 1e3
+            n = len(pairs)
             if n >= min_calls and n % 5 == 0 and _perf_counter() - t_start >= min_wall_s:
-                med, med_half = _median(times), _median(times[: n // 2])
+                med, med_half = _median(p[0] for p in pairs), _median(p[0] for p in pairs[: n // 2])
                 if abs(med - med_half) <= stable_rel * med or spent >= budget_s:
                     break
             if spent >= budget_s and n >= 3:
                 break
-        return times
+        return pairs
 
-    measured, spreads = [], []
+    def settle(pairs: list) -> list:
+        """Each call's time: its stream time, or its end time less the bracket's cost where that is
+        later by more than the calibration's own scatter (work left running on another stream). With
+        the gate the end is the tail's, a GPU-side time; without, the host's after a device-wide
+        synchronize, whose wake-up varies by tens of microseconds (every call then takes the larger)."""
+        if not cuda:
+            return [p[0] for p in pairs]
+        if gate is None:
+            return [max(t_s, t_e - overhead) for t_s, t_e in pairs]
+        return [t_s if t_e - overhead <= t_s + jitter else t_e - overhead for t_s, t_e in pairs]
+
+    measured, streams, spreads = [], [], []
     for _ in range(max(1, attempts)):
-        measured.append(measure())
+        pairs = measure()
+        streams.append([p[0] for p in pairs])
+        measured.append(settle(pairs))
         spreads.append(spread_of(measured[-1]))
         if spreads[-1] <= retime_spread:
             break
-    best = measured[spreads.index(min(spreads))]
-    return {"median_ms": _median(best), "times_ms": best, "overhead_ms": overhead, "spreads": spreads}
+    k = spreads.index(min(spreads))
+    gated = {"gate_us": round(g["ns"] / 1e3, 1), "gate_late": g["late"] - late_warm} if gate is not None else {"gate_us": None}
+    return {"median_ms": _median(measured[k]), "times_ms": measured[k], "stream_median_ms": _median(streams[k]),
+            "overhead_ms": overhead, "spreads": spreads, **gated}
 
 
 def spread_of(times: list) -> float:

@@ -45,7 +45,7 @@ from kernel_env.candidate import fast_build, watch
 
 # What the timing code relies on, captured before the submission runs: checked again after timing.
 _PRIMITIVES = ("_perf_counter", "_median", "_cuda_sync", "_Event", "_event_record", "_event_elapsed",
-               "_event_sync", "_os_write", "_json_dumps", "time_calls", "spread_of", "fill_slots", "flatten_outputs",
+               "_event_sync", "_event_query", "_gate_for", "_os_write", "_json_dumps", "time_calls", "spread_of", "fill_slots", "flatten_outputs",
                "clone_args", "synchronize", "emit")
 _SAVED = {name: getattr(harness, name) for name in _PRIMITIVES}
 _SAVED_TIME = (time.perf_counter, time.monotonic)
@@ -321,6 +321,7 @@ def main() -> int:
             raise Rejected(f"the submission replaced the evaluator's timing or output functions ({bad})")
         emit({"event": "timed", "times_ms": res["times_ms"], "calls": state["n"]})
         phases["timing_spreads"] = [round(x, 4) for x in res["spreads"]]  # one per measurement (retimed when > 1)
+        phases["gate_us"], phases["gate_late"] = res.get("gate_us"), res.get("gate_late", 0)
         harness.synchronize(device)
         phases["timing_s"] = time.monotonic() - t3
         phases["audits"] = state["audits"]

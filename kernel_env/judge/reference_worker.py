@@ -78,7 +78,7 @@ def get_peaks(cache_dir: Path, device: torch.device, name: str) -> dict:
 def _profile_path(req: dict, name: str) -> Path:
     # the reference's measurement rule too: a profile timed by another rule is timed again
     t = req.get("timing", {})
-    rule = f"{t.get('ref_min_wall_s', 0.0)}|{t.get('ref_warmup_s', t.get('warmup_s'))}"
+    rule = f"{t.get('ref_min_wall_s', 0.0)}|{t.get('ref_warmup_s', t.get('warmup_s'))}|{harness.TIMING_METHOD}"
     key = f"{req['task_id']}|{req['source_sha']}|{name}|{torch.__version__}|{req.get('cpu_threads', 1)}|{rule}"
     return Path(req["cache_dir"]) / "profiles" / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
 
@@ -133,7 +133,7 @@ def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dic
         "task_id": req["task_id"], "device_name": name, "torch_version": torch.__version__,
         "flops": counted + fallback, "flops_counted": counted, "flops_fallback": fallback, "bytes": nbytes,
         "dtype": dtype_name, **sol, "t_ref_ms": timing["median_ms"], "ref_calls": len(timing["times_ms"]),
-        "ref_spreads": [round(x, 4) for x in timing["spreads"]],
+        "ref_spreads": [round(x, 4) for x in timing["spreads"]], "ref_gate_us": timing.get("gate_us"),
         "ref_roofline_frac": sol["t_min_ms"] / timing["median_ms"] if timing["median_ms"] > 0 else None,
         "outputs": [{"dtype": harness.DTYPE_NAMES.get(o.dtype, str(o.dtype)), "shape": list(o.shape)} for o in outs],
     }
