@@ -18,8 +18,6 @@ from pathlib import Path
 
 import torch
 
-from kernel_env import launch_gate
-
 # Output exchange: the judge allocates output slots, the candidate copies its outputs into them
 # (make_slots / open_slots / fill_slots). Only JSON travels from the candidate, so the trusted side
 # never unpickles anything a candidate wrote.
@@ -170,7 +168,6 @@ def warm_kernels(device: torch.device) -> None:
         perturb_inputs([x], 1)
         poison_(x.clone())
         torch.empty_like(x).copy_(x)
-    _gate_for(device)  # the launch gate's Triton kernel is compiled here, before any submission is imported
     synchronize(device)
 
 
@@ -249,13 +246,19 @@ _event_record = torch.cuda.Event.record
 _event_elapsed = torch.cuda.Event.elapsed_time
 _event_sync = torch.cuda.Event.synchronize
 _event_query = torch.cuda.Event.query
-_gate_for = launch_gate.gate_for
+
+
+def _gate_for(device: torch.device):
+    from kernel_env import launch_gate  # Triton, imported only where the gate is asked for
+    return launch_gate.gate_for(device)
+
+
 # the launch gate's hold before a timed call: at least this long, and never longer than the cap (a call
 # that synchronizes inside itself outlasts any gate; it is then timed with its launch, as before)
 GATE_MIN_NS = 30_000
 GATE_MAX_NS = 2_000_000
 CALIBRATION_CALLS = 10
-TIMING_METHOD = "gated-2"  # part of the cached reference profile's key: a profile timed another way is timed again
+GATED_TIMING = "gated-2"  # in the cached reference profile's key when timed behind the gate
 
 
 def poison_(t: torch.Tensor) -> None:
@@ -348,16 +351,20 @@ class L2Flusher:
 
 def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_calls: int, budget_s: float,
                stable_rel: float, flusher: L2Flusher, before=None, after=None, warmup_s: float = 0.2,
-               retime_spread: float = 0.0, attempts: int = 1, min_wall_s: float = 0.0) -> dict:
+               retime_spread: float = 0.0, attempts: int = 1, min_wall_s: float = 0.0,
+               launch_gate: bool = False) -> dict:
     """Time fn() per call: L2 flushed before each call, device-wide sync after, median reported.
 
-    On CUDA each call is bracketed by events on the current stream. Before the start event a launch
+    On CUDA each call is bracketed by events on the current stream. With `launch_gate` (EXPERIMENTAL,
+    off by default: JudgeConfig.launch_gate says why), before the start event a launch
     gate (launch_gate.py) holds every SM while the host queues the call, so the time is the GPU's, not
     the host's launch work; the gate starts at 2 x the host's p90 launch time + 30 us (from the warm-up
     calls) and doubles, up to GATE_MAX_NS, after any call whose launch outlasted it. A second end
     event, after the gate's tail (it ends once every SM is free), sees work left running on other
-    streams; settle() says when it counts. Without a gate (no Triton, or a GPU where it does not keep
-    other streams out) the second end event follows a device-wide synchronize. On CPU a monotonic clock.
+    streams; settle() says when it counts. Without a gate (the default; or no Triton, or a GPU where
+    it does not keep other streams out) the start event is recorded on an idle GPU and the second end
+    event follows a device-wide synchronize: the larger of the two times, less the bracket's cost
+    around an empty call, as before. On CPU a monotonic clock.
     before() and after() run around each call, outside the timed region (fresh inputs; keeping outputs).
     Warm-up: at least `warmup` calls and `warmup_s` seconds. Stops when the median is stable (moves less than stable_rel between the first half and all
     calls) after min_calls and min_wall_s of wall time, when budget_s of measured time is spent, or at
@@ -367,7 +374,7 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     again, up to `attempts` times in all, and the least spread measurement is the result.
     """
     cuda = device.type == "cuda"
-    gate = _gate_for(device) if cuda else None
+    gate = _gate_for(device) if cuda and launch_gate else None
     g = {"ns": GATE_MIN_NS, "late": 0, "host": []}
 
     def one(f, hooks=True):
@@ -380,9 +387,12 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
             if gate is not None:
                 gate(g["ns"])
             _event_record(s)
-            h0 = _perf_counter()
-            f()
-            g["host"].append(_perf_counter() - h0)
+            if gate is not None:
+                h0 = _perf_counter()
+                f()
+                g["host"].append(_perf_counter() - h0)
+            else:
+                f()
             _event_record(e_stream)
             if gate is not None:
                 gate.tail()  # ends once every SM is free: after the call's work on any stream
@@ -418,38 +428,42 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
         ends = sorted(one(lambda: None, hooks=False)[1] for _ in range(CALIBRATION_CALLS))  # no inputs, no outputs
         overhead, jitter = _median(ends), ends[(9 * len(ends)) // 10] - _median(ends)
 
-    def measure() -> list:  # (stream time, end time) per call; the stop rule looks at the stream time
-        pairs = []
+    def settle(t_s: float, t_e: float) -> float:
+        """A call's time from its stream time and its end time (which also sees other streams' work).
+        Without the gate the end is the host's after a device-wide synchronize: the larger of the two,
+        less the bracket's cost. With the gate the end is the tail's, a GPU-side time; the host's wake-up
+        from a long wait varied by tens of microseconds and read a 2.7 ms matmul 1-2 % slow in some
+        processes, so the stream time stands unless the end came later than the calibration's scatter
+        allows (work left running on another stream)."""
+        if not cuda:
+            return t_s
+        if gate is None:
+            return max(t_s, t_e - overhead)
+        return t_s if t_e - overhead <= t_s + jitter else t_e - overhead
+
+    def measure() -> tuple[list, list]:
+        times, stream = [], []
         spent, t_start = 0.0, _perf_counter()
-        while len(pairs) < max_calls:
-            pairs.append(one(fn))
-            spent += pairs[-1][0] / 1e3
-            n = len(pairs)
+        while len(times) < max_calls:
+            t_s, t_e = one(fn)
+            times.append(settle(t_s, t_e))
+            stream.append(t_s)
+            spent += times[-1] / 1e3
+            n = len(times)
             if n >= min_calls and n % 5 == 0 and _perf_counter() - t_start >= min_wall_s:
-                med, med_half = _median(p[0] for p in pairs), _median(p[0] for p in pairs[: n // 2])
+                med, med_half = _median(times), _median(times[: n // 2])
                 if abs(med - med_half) <= stable_rel * med or spent >= budget_s:
                     break
             if spent >= budget_s and n >= 3:
                 break
-        return pairs
-
-    def settle(pairs: list) -> list:
-        """Each call's time: its stream time, or its end time less the bracket's cost where that is
-        later by more than the calibration's own scatter (work left running on another stream). With
-        the gate the end is the tail's, a GPU-side time; without, the host's after a device-wide
-        synchronize, whose wake-up varies by tens of microseconds (every call then takes the larger)."""
-        if not cuda:
-            return [p[0] for p in pairs]
-        if gate is None:
-            return [max(t_s, t_e - overhead) for t_s, t_e in pairs]
-        return [t_s if t_e - overhead <= t_s + jitter else t_e - overhead for t_s, t_e in pairs]
+        return times, stream
 
     measured, streams, spreads = [], [], []
     for _ in range(max(1, attempts)):
-        pairs = measure()
-        streams.append([p[0] for p in pairs])
-        measured.append(settle(pairs))
-        spreads.append(spread_of(measured[-1]))
+        times, stream = measure()
+        measured.append(times)
+        streams.append(stream)
+        spreads.append(spread_of(times))
         if spreads[-1] <= retime_spread:
             break
     k = spreads.index(min(spreads))

@@ -1,6 +1,8 @@
-"""The launch gate: kernels that hold every SM of the GPU around a timed call.
+"""EXPERIMENTAL, off by default (JudgeConfig.launch_gate, `--launch-gate`): kernels that hold every SM
+of the GPU around a timed call.
 
-Used by harness.time_calls on BOTH sides of the trust line (candidate and reference are timed alike).
+Used by harness.time_calls on BOTH sides of the trust line (candidate and reference are timed alike)
+when the judge's config turns it on.
 
 Before the start event. Without a gate the start event is recorded on an idle GPU, and the call's
 time includes the host's work to launch it: Python, Triton's launcher, torch's dispatch. For a ~10 us
@@ -17,6 +19,14 @@ that is once every SM is free, so its end is a GPU-side time after all of the ca
 Both rely on one property: while the gate's programs are resident, no other kernel fits beside them.
 exclusive() checks that property on this GPU when the gate is made; where it does not hold (a kernel
 on another stream ran beside the gate), the gate is not used and time_calls times as before.
+
+Why it is off (H200, tenth session, docs/performance.md): in a process where the gate was made and
+exclusive() passed, a ReLU put on another stream still ran beside it (timed 3.4 us; the kernel takes
+10 us): a submission could hide work there. And the timed check that all programs fit (init) failed
+in about half the processes of one run, which then timed without the gate: gated and ungated timings
+mixed (a matmul at 3.685-3.688 ms gated, 3.73-3.84 ungated). What the next step has to find out: why
+the programs do not keep a side-stream kernel out (two 1024-thread programs per SM did not fit at
+once; 256-thread programs, eight per SM, met but still let the ReLU in), and why the fit check fails.
 """
 from __future__ import annotations
 

@@ -229,6 +229,25 @@ def test_matmul_task_profile(cache_dir):
     assert prof["ref_roofline_frac"] == pytest.approx(prof["t_min_ms"] / prof["t_ref_ms"])
 
 
+def test_the_experimental_launch_gate_travels_in_the_timing_plan_and_keys_the_reference_apart(tmp_path):
+    """JudgeConfig.launch_gate (off by default) reaches both timed processes through the timing plan,
+    and a reference timed behind the gate is cached apart from one timed without it."""
+    from kernel_env.judge import reference_worker
+
+    plans = {on: make_judge(tmp_path, launch_gate=on)._timing() for on in (False, True)}
+    assert plans[False]["launch_gate"] is False and plans[True]["launch_gate"] is True
+    assert JudgeConfig(device="cpu").launch_gate is False
+    req = {"task_id": "level1/1_Small_ReLU", "source_sha": "0" * 16, "cache_dir": str(tmp_path), "cpu_threads": 1}
+    paths = {on: reference_worker._profile_path({**req, "timing": plans[on]}, "cpu") for on in (False, True)}
+    assert paths[False] != paths[True]
+    # and on the CPU device there is no gate: the same clock either way
+    from kernel_env import harness
+    flusher = harness.L2Flusher(torch.device("cpu"), 1 << 20)
+    res = harness.time_calls(lambda: torch.relu(torch.ones(4096)), torch.device("cpu"), warmup=2, min_calls=10,
+                             max_calls=50, budget_s=0.5, stable_rel=0.5, flusher=flusher, launch_gate=True)
+    assert res["gate_us"] is None and len(res["times_ms"]) >= 10 and res["stream_median_ms"] == res["median_ms"]
+
+
 def test_compare_rejects_zeros_on_tiny_outputs_and_checks_the_nonfinite_pattern():
     ref = [torch.softmax(torch.randn(8, 400_000), dim=1)]  # max ~1e-5: zeros would pass a plain atol of 1e-4
     assert compare_outputs(ref, [torch.zeros_like(ref[0])], TOL)["what"] == "values"

@@ -315,7 +315,8 @@ def main() -> int:
         res = _SAVED["time_calls"](fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
                                    budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before,
                                    warmup_s=t["warmup_s"], after=after, retime_spread=t.get("retime_spread", 0.0),
-                                   attempts=t.get("attempts", 1), min_wall_s=t.get("min_wall_s", 0.0))
+                                   attempts=t.get("attempts", 1), min_wall_s=t.get("min_wall_s", 0.0),
+                                   launch_gate=bool(t.get("launch_gate")))
         bad = _tampered()
         if bad:
             raise Rejected(f"the submission replaced the evaluator's timing or output functions ({bad})")

@@ -78,7 +78,9 @@ def get_peaks(cache_dir: Path, device: torch.device, name: str) -> dict:
 def _profile_path(req: dict, name: str) -> Path:
     # the reference's measurement rule too: a profile timed by another rule is timed again
     t = req.get("timing", {})
-    rule = f"{t.get('ref_min_wall_s', 0.0)}|{t.get('ref_warmup_s', t.get('warmup_s'))}|{harness.TIMING_METHOD}"
+    rule = f"{t.get('ref_min_wall_s', 0.0)}|{t.get('ref_warmup_s', t.get('warmup_s'))}"
+    if t.get("launch_gate"):  # timed another way: cached apart
+        rule += f"|{harness.GATED_TIMING}"
     key = f"{req['task_id']}|{req['source_sha']}|{name}|{torch.__version__}|{req.get('cpu_threads', 1)}|{rule}"
     return Path(req["cache_dir"]) / "profiles" / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
 
@@ -124,7 +126,7 @@ def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dic
                                 warmup_s=t.get("ref_warmup_s", t["warmup_s"]),
                                 flusher=harness.L2Flusher(device, req["l2_flush_bytes"]), before=before,
                                 retime_spread=t.get("retime_spread", 0.0), attempts=t.get("attempts", 1),
-                                min_wall_s=t.get("ref_min_wall_s", 0.0))
+                                min_wall_s=t.get("ref_min_wall_s", 0.0), launch_gate=bool(t.get("launch_gate")))
     if timing["median_ms"] < sol["t_min_ms"]:
         # The reference beat the formula (cuDNN's Winograd/FFT convolutions do fewer FLOPs than the
         # direct count): the floor is what was observed, or an equally good kernel would be flagged.
