@@ -25,8 +25,8 @@ exclusive() passed, a ReLU put on another stream still ran beside it (timed 3.4 
 10 us): a submission could hide work there. And the timed check that all programs fit (init) failed
 in about half the processes of one run, which then timed without the gate: gated and ungated timings
 mixed (a matmul at 3.685-3.688 ms gated, 3.73-3.84 ungated). What the next step has to find out: why
-the programs do not keep a side-stream kernel out (two 1024-thread programs per SM did not fit at
-once; 256-thread programs, eight per SM, met but still let the ReLU in), and why the fit check fails.
+the programs do not keep a side-stream kernel out (256-thread programs, eight per SM, met but still
+let the ReLU in), and why the fit check fails in some processes and not in others.
 """
 from __future__ import annotations
 
@@ -63,8 +63,7 @@ if triton is not None:
 class LaunchGate:
     """gate(ns) queues a hold of every SM on the current stream; gate.tail() queues the meeting alone."""
 
-    THREADS = 256  # per program; as many programs per SM as its thread slots take (1024-thread
-    # programs did not fit two to an H200 SM, and a ReLU on another stream ran beside them)
+    THREADS = 256  # per program; as many programs per SM as its thread slots take
     MEET_TIMEOUT_NS = 100_000_000  # a call's side work longer than this is not waited for
 
     def __init__(self, device: torch.device):
