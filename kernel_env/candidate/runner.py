@@ -45,8 +45,8 @@ from kernel_env.candidate import fast_build, watch
 
 # What the timing code relies on, captured before the submission runs: checked again after timing.
 _PRIMITIVES = ("_perf_counter", "_median", "_cuda_sync", "_Event", "_event_record", "_event_elapsed",
-               "_event_sync", "_event_query", "_gate_for", "_os_write", "_json_dumps", "time_calls", "spread_of", "fill_slots", "flatten_outputs",
-               "clone_args", "synchronize", "emit")
+               "_event_sync", "_event_query", "_gate_for", "_os_write", "_json_dumps", "time_calls", "spread_of",
+               "fill_slots", "flatten_outputs", "clone_args", "synchronize", "emit")
 _SAVED = {name: getattr(harness, name) for name in _PRIMITIVES}
 _SAVED_TIME = (time.perf_counter, time.monotonic)
 PLAN_ENV = ("KERNEL_ENV_BUILT_DIR", "KERNEL_ENV_PCH_DIR")  # build settings that come with the plan
