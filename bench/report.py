@@ -3,7 +3,8 @@
 Definitions (one harness, its load phase unless said otherwise):
 - evaluations per GPU-minute: load evaluations that returned inside the window / load wall minutes /
   devices (the load wall ends when the last load evaluation returns, or at the window's end);
-  "second half": the same over the second half of the load wall (builds have ramped up by then).
+  "second half": the same over the second half of the load wall (builds have ramped up by then);
+  "with the spread probes": the probe evaluations taken under load counted too (their builds are cached).
 - device slot held %: seconds some evaluation held a device's exclusive slot / (window x devices):
   the judge's device_busy_frac from /stats (two reads), or the plain harness's one lock (the
   evaluation holding it at a read included).
@@ -106,6 +107,10 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
             "load_wall_s": wall, "window_s": ld["window_s"], "devices": ndev,
             "evals_per_gpu_min": len(ev) / (wall / 60) / ndev,
             "evals_per_gpu_min_2nd_half": len(half) / (wall / 120) / ndev,
+            # the spread probes under load are evaluations too (cached builds): with them the slot's
+            # work compares across runs that took different numbers of probes
+            "evals_and_probes_per_gpu_min": (len(ev) + sum(1 for r in ld["probes"] if r.get("stage") != "error"
+                                                           and r.get("t_done", wall) <= wall)) / (wall / 60) / ndev,
             "device_slot_held_pct": 100 * ld["busy_s"] / (ld["window_s"] * ndev),
             "build_p50_s": pct([r.get("build_s") for r in ev], 50),
             "build_p95_s": pct([r.get("build_s") for r in ev], 95),
@@ -173,6 +178,7 @@ def rows(s: dict) -> list[tuple[str, str]]:
         ("load wall s", _f(s.get("load_wall_s"), 1)),
         ("evaluations per GPU-minute", _f(s.get("evals_per_gpu_min"))),
         ("  second half of the load", _f(s.get("evals_per_gpu_min_2nd_half"))),
+        ("  with the spread probes under load", _f(s.get("evals_and_probes_per_gpu_min"))),
         ("device slot held %", _f(s.get("device_slot_held_pct"), 1)),
         ("GPU util % (nvidia-smi)", _f(s.get("gpu_util_pct"), 1)),
         ("build s p50 / p95, load_inline", _pair(s.get("build_compiled_p50_s"), s.get("build_compiled_p95_s"))),

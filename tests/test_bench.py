@@ -41,6 +41,9 @@ def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
         assert {p["probe"] for p in probes} <= {TRITON, TRITON_4M} and s["probes_done"] == len(probes), (side, s)
         assert s["spread_under_load"]["n"] + s["probe_spreads"][TRITON_4M]["under_load"]["n"] <= len(probes)
         assert s["evals_per_gpu_min"] > 0 and s["latency_p50_s"] > 0, (side, s)
+        done_in_wall = [p for p in probes if p.get("stage") != "error" and p["t_done"] <= s["load_wall_s"]]
+        assert s["evals_and_probes_per_gpu_min"] == pytest.approx(
+            (s["load_evaluations"] + len(done_in_wall)) / (s["load_wall_s"] / 60)), (side, s)
         assert isinstance(s["load_unfinished"], int) and s["load_unfinished"] >= 0, (side, s)
     assert 0 < d["env"]["summary"]["device_slot_held_pct"] <= 100
     assert "level1/19_ReLU_4M: alone / under load (n)" in p.stdout
