@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.bench_timing_noise import _child  # noqa: E402  (a fresh process, its last line JSON)
 
 CHILD = r'''
 import json, sys
@@ -63,7 +63,7 @@ for name, (f, base) in K.items():
                                attempts=3, min_wall_s=0.5 if cuda else 0.0, launch_gate=gate)
         out[f"{name}|{'gate' if gate else 'no gate'}"] = {"us": r["median_ms"] * 1e3, "gate_us": r["gate_us"],
                                                           "late": r.get("gate_late", 0)}
-print("RESULT " + json.dumps(out))
+print(json.dumps(out))
 '''
 
 
@@ -75,12 +75,7 @@ def main() -> int:
     args = ap.parse_args()
     rows: dict = {}
     for i in range(args.procs):
-        p = subprocess.run([sys.executable, "-c", CHILD, args.device], capture_output=True, text=True, cwd=ROOT)
-        line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-        if p.returncode != 0 or not line:
-            print(f"process {i} failed (rc {p.returncode}):\n{p.stderr[-3000:]}", file=sys.stderr)
-            return 1
-        for k, v in json.loads(line[0][7:]).items():
+        for k, v in _child(CHILD, args.device).items():
             rows.setdefault(k, []).append(v)
         print(f"[process {i + 1}/{args.procs} done]", flush=True)
     print(f"\n{'kernel':12s} {'method':8s} {'median us per process':>34s} {'max/min':>8s}  gate us (late calls)")

@@ -384,26 +384,25 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
         synchronize(device)
         if cuda:
             s, e_stream, e_end = (_Event(enable_timing=True) for _ in range(3))
-            if gate is not None:
+            if gate is None:
+                _event_record(s)
+                f()
+                _event_record(e_stream)
+                _cuda_sync(device)
+                _event_record(e_end)
+            else:
                 gate(g["ns"])
-            _event_record(s)
-            if gate is not None:
+                _event_record(s)
                 h0 = _perf_counter()
                 f()
                 g["host"].append(_perf_counter() - h0)
-            else:
-                f()
-            _event_record(e_stream)
-            if gate is not None:
+                _event_record(e_stream)
                 gate.tail()  # ends once every SM is free: after the call's work on any stream
                 _event_record(e_end)
                 if _event_query(s):  # the gate ended before the host had queued the call
                     g["late"] += 1
                     g["ns"] = min(GATE_MAX_NS, 2 * g["ns"])
                 _cuda_sync(device)
-            else:
-                _cuda_sync(device)
-                _event_record(e_end)
             _event_sync(e_end)
             if hooks and after is not None:
                 after()
@@ -424,7 +423,7 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
         g["ns"] = max(g["ns"], min(GATE_MAX_NS, int(2e9 * q[(9 * len(q)) // 10]) + GATE_MIN_NS))
     late_warm = g["late"]
     overhead, jitter = 0.0, 0.0
-    if cuda:  # what the end bracket costs around nothing: the tail's own time, or host sync latency and the event launch
+    if cuda:  # what the end bracket costs around nothing: the tail's own time, or host sync and event launch
         ends = sorted(one(lambda: None, hooks=False)[1] for _ in range(CALIBRATION_CALLS))  # no inputs, no outputs
         overhead, jitter = _median(ends), ends[(9 * len(ends)) // 10] - _median(ends)
 
