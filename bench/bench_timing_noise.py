@@ -135,12 +135,14 @@ while time.monotonic() - t0 < float(sys.argv[2]):
 
 
 def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # one work queue, as the judge's timed processes have it (ordered timing: kernel_env/ordered_timing.py)
+    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 
-def _child(code: str, *args, timeout: float = 600) -> dict:
+def _child(code: str, *args, timeout: float = 600, env: dict | None = None) -> dict:
     r = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                       env=_env(), timeout=timeout)
+                       env=env or _env(), timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError(r.stderr[-3000:])
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -169,6 +169,8 @@ def warm_kernels(device: torch.device) -> None:
         poison_(x.clone())
         torch.empty_like(x).copy_(x)
     synchronize(device)
+    if device.type == "cuda":
+        _order_for(device)  # made and checked before a submission is imported
 
 
 def perturb_inputs(args: list, salt: int) -> list:
@@ -248,17 +250,27 @@ _event_sync = torch.cuda.Event.synchronize
 _event_query = torch.cuda.Event.query
 
 
-def _gate_for(device: torch.device):
-    from kernel_env import launch_gate  # Triton, imported only where the gate is asked for
-    return launch_gate.gate_for(device)
+_current_stream = torch.cuda.current_stream
 
 
-# the launch gate's hold before a timed call: at least this long, and never longer than the cap (a call
-# that synchronizes inside itself outlasts any gate; it is then timed with its launch, as before)
-GATE_MIN_NS = 30_000
-GATE_MAX_NS = 2_000_000
+def _order_for(device: torch.device):
+    from kernel_env import ordered_timing  # ctypes and the CUDA driver, only where CUDA is timed
+    return ordered_timing.timing_order(device)
+
+
+def timing_method(device: torch.device) -> str:
+    """How time_calls times on `device` in this process: in the cached reference profile's key."""
+    if device.type != "cuda":
+        return "cpu"
+    return ORDERED_TIMING if not isinstance(_order_for(device), str) else "host-1"
+
+
+# the hold before a timed call (ordered timing): at least this long, and never longer than the cap (a
+# call that synchronizes inside itself outlasts any hold; it is then timed with its launch, as before)
+HOLD_MIN_US = 30.0
+HOLD_MAX_US = 2000.0
 CALIBRATION_CALLS = 10
-GATED_TIMING = "gated-2"  # in the cached reference profile's key when timed behind the gate
+ORDERED_TIMING = "ordered-1"
 
 
 def poison_(t: torch.Tensor) -> None:
@@ -351,20 +363,18 @@ class L2Flusher:
 
 def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_calls: int, budget_s: float,
                stable_rel: float, flusher: L2Flusher, before=None, after=None, warmup_s: float = 0.2,
-               retime_spread: float = 0.0, attempts: int = 1, min_wall_s: float = 0.0,
-               launch_gate: bool = False) -> dict:
-    """Time fn() per call: L2 flushed before each call, device-wide sync after, median reported.
+               retime_spread: float = 0.0, attempts: int = 1, min_wall_s: float = 0.0, ordered: bool = True) -> dict:
+    """Time fn() per call: L2 flushed before each call, median reported.
 
-    On CUDA each call is bracketed by events on the current stream. With `launch_gate` (EXPERIMENTAL,
-    off by default: JudgeConfig.launch_gate says why), before the start event a launch
-    gate (launch_gate.py) holds every SM while the host queues the call, so the time is the GPU's, not
-    the host's launch work; the gate starts at 2 x the host's p90 launch time + 30 us (from the warm-up
-    calls) and doubles, up to GATE_MAX_NS, after any call whose launch outlasted it. A second end
-    event, after the gate's tail (it ends once every SM is free), sees work left running on other
-    streams; settle() says when it counts. Without a gate (the default; or no Triton, or a GPU where
-    it does not keep other streams out) the start event is recorded on an idle GPU and the second end
-    event follows a device-wide synchronize: the larger of the two times, less the bracket's cost
-    around an empty call, as before. On CPU a monotonic clock.
+    On CUDA each call is bracketed by events on the stream current when it starts. Ordered timing
+    (ordered_timing.py; unless `ordered` is False or the process cannot have it): a hold queued before
+    the start event keeps the GPU's one work queue while the host queues the call, so the time is the
+    GPU's and not the host's launch work, and nothing of the call on any stream runs before the start;
+    the end event waits for all streams' work (a GPU-side time). The hold starts at 2 x the host's p90
+    launch time + HOLD_MIN_US (from the warm-up calls) and doubles, up to HOLD_MAX_US, after any call
+    whose launch outlasted it. Otherwise (the old way) the start event is recorded on an idle GPU and
+    the end after a device-wide synchronize. Either way the call's time is the larger of its stream time
+    and its end time less the end bracket's cost around an empty call. On CPU a monotonic clock.
     before() and after() run around each call, outside the timed region (fresh inputs; keeping outputs).
     Warm-up: at least `warmup` calls and `warmup_s` seconds. Stops when the median is stable (moves less than stable_rel between the first half and all
     calls) after min_calls and min_wall_s of wall time, when budget_s of measured time is spent, or at
@@ -374,8 +384,10 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     again, up to `attempts` times in all, and the least spread measurement is the result.
     """
     cuda = device.type == "cuda"
-    gate = _gate_for(device) if cuda and launch_gate else None
-    g = {"ns": GATE_MIN_NS, "late": 0, "host": []}
+    order = _order_for(device) if cuda and ordered else None
+    unavailable = order if isinstance(order, str) else None
+    order = None if unavailable else order
+    h = {"us": HOLD_MIN_US, "late": 0, "host": []}
 
     def one(f, hooks=True):
         if hooks and before is not None:
@@ -384,24 +396,25 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
         synchronize(device)
         if cuda:
             s, e_stream, e_end = (_Event(enable_timing=True) for _ in range(3))
-            if gate is None:
+            if order is None:
                 _event_record(s)
                 f()
                 _event_record(e_stream)
                 _cuda_sync(device)
                 _event_record(e_end)
             else:
-                gate(g["ns"])
-                _event_record(s)
+                stream = _current_stream(device)
+                order.hold(h["us"])
+                _event_record(s, stream)
                 h0 = _perf_counter()
                 f()
-                g["host"].append(_perf_counter() - h0)
-                _event_record(e_stream)
-                gate.tail()  # ends once every SM is free: after the call's work on any stream
-                _event_record(e_end)
-                if _event_query(s):  # the gate ended before the host had queued the call
-                    g["late"] += 1
-                    g["ns"] = min(GATE_MAX_NS, 2 * g["ns"])
+                h["host"].append(_perf_counter() - h0)
+                _event_record(e_stream, stream)
+                order.join(stream)  # the end waits for the call's work on every stream
+                _event_record(e_end, stream)
+                if _event_query(s):  # the hold ended before the host had queued the call
+                    h["late"] += 1
+                    h["us"] = min(HOLD_MAX_US, 2 * h["us"])
                 _cuda_sync(device)
             _event_sync(e_end)
             if hooks and after is not None:
@@ -418,35 +431,20 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     while n_warm < max(warmup, 1) or (_perf_counter() - t_warm < warmup_s and n_warm < max_calls):
         one(fn)  # until the clocks have ramped and caches, allocator and JIT are warm
         n_warm += 1
-    if gate is not None:  # from here on, long enough for this call's launch (and what it cost in the warm-up)
-        q = sorted(g["host"])
-        g["ns"] = max(g["ns"], min(GATE_MAX_NS, int(2e9 * q[(9 * len(q)) // 10]) + GATE_MIN_NS))
-    late_warm = g["late"]
-    overhead, jitter = 0.0, 0.0
-    if cuda:  # what the end bracket costs around nothing: the tail's own time, or host sync and event launch
-        ends = sorted(one(lambda: None, hooks=False)[1] for _ in range(CALIBRATION_CALLS))  # no inputs, no outputs
-        overhead, jitter = _median(ends), ends[(9 * len(ends)) // 10] - _median(ends)
+    if order is not None:  # from here on, long enough for this call's launch (and what it cost in the warm-up)
+        q = sorted(h["host"])
+        h["us"] = max(h["us"], min(HOLD_MAX_US, 2e6 * q[(9 * len(q)) // 10] + HOLD_MIN_US))
+    late_warm = h["late"]
+    overhead = 0.0
+    if cuda:  # what the end bracket costs around nothing (no inputs, no outputs)
+        overhead = _median(sorted(one(lambda: None, hooks=False)[1] for _ in range(CALIBRATION_CALLS)))
 
-    def settle(t_s: float, t_e: float) -> float:
-        """A call's time from its stream time and its end time (which also sees other streams' work).
-        Without the gate the end is the host's after a device-wide synchronize: the larger of the two,
-        less the bracket's cost. With the gate the end is the tail's, a GPU-side time; the host's wake-up
-        from a long wait varied by tens of microseconds and read a 2.7 ms matmul 1-2 % slow in some
-        processes, so the stream time stands unless the end came later than the calibration's scatter
-        allows (work left running on another stream)."""
-        if not cuda:
-            return t_s
-        if gate is None:
-            return max(t_s, t_e - overhead)
-        return t_s if t_e - overhead <= t_s + jitter else t_e - overhead
-
-    def measure() -> tuple[list, list]:
-        times, stream = [], []
+    def measure() -> list:
+        times = []
         spent, t_start = 0.0, _perf_counter()
         while len(times) < max_calls:
             t_s, t_e = one(fn)
-            times.append(settle(t_s, t_e))
-            stream.append(t_s)
+            times.append(max(t_s, t_e - overhead) if cuda else t_s)
             spent += times[-1] / 1e3
             n = len(times)
             if n >= min_calls and n % 5 == 0 and _perf_counter() - t_start >= min_wall_s:
@@ -455,20 +453,19 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
                     break
             if spent >= budget_s and n >= 3:
                 break
-        return times, stream
+        return times
 
-    measured, streams, spreads = [], [], []
+    measured, spreads = [], []
     for _ in range(max(1, attempts)):
-        times, stream = measure()
-        measured.append(times)
-        streams.append(stream)
-        spreads.append(spread_of(times))
+        measured.append(measure())
+        spreads.append(spread_of(measured[-1]))
         if spreads[-1] <= retime_spread:
             break
     k = spreads.index(min(spreads))
-    gated = {"gate_us": round(g["ns"] / 1e3, 1), "gate_late": g["late"] - late_warm} if gate is not None else {"gate_us": None}
-    return {"median_ms": _median(measured[k]), "times_ms": measured[k], "stream_median_ms": _median(streams[k]),
-            "overhead_ms": overhead, "spreads": spreads, **gated}
+    method = "cpu" if not cuda else ORDERED_TIMING if order is not None else "host-1"
+    held = {"hold_us": round(h["us"], 1), "late": h["late"] - late_warm} if order is not None else {"hold_us": None}
+    return {"median_ms": _median(measured[k]), "times_ms": measured[k], "overhead_ms": overhead, "spreads": spreads,
+            "timing": method, "unordered_why": unavailable, **held}
 
 
 def spread_of(times: list) -> float:

@@ -94,15 +94,15 @@ def test_timing_noise_bench_runs_on_the_cpu(tmp_path):
     assert len(pair["cand_ms"]) == len(pair["ref_before_ms"]) == 2 and pair["paired_before"] >= 1.0
 
 
-def test_launch_gate_bench_runs_on_the_cpu(tmp_path):
-    # the H200 numbers are in docs/performance.md (tenth session); on the CPU there is no gate, so both
-    # methods take the same path and no gate length is reported
+def test_timing_order_bench_runs_on_the_cpu(tmp_path):
+    # the H200 numbers are in docs/performance.md (eleventh session); on the CPU both methods are its
+    # clock, so no hold is reported
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = tmp_path / "gate.json"
-    p = subprocess.run([sys.executable, "bench/bench_launch_gate.py", "--device", "cpu", "--procs", "1",
+    out = tmp_path / "order.json"
+    p = subprocess.run([sys.executable, "bench/bench_timing_order.py", "--device", "cpu", "--procs", "1",
                         "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     rows = json.loads(out.read_text())["rows"]
-    assert set(rows) == {"relu|no gate", "relu|gate", "matmul|no gate", "matmul|gate"}
-    assert all(v[0]["gate_us"] is None and v[0]["us"] > 0 for v in rows.values())
+    assert set(rows) == {"relu|old way", "relu|ordered", "matmul|old way", "matmul|ordered"}
+    assert all(v[0]["timing"] == "cpu" and v[0]["hold_us"] is None and v[0]["us"] > 0 for v in rows.values())
     assert "max/min" in p.stdout and "matmul" in p.stdout

@@ -229,23 +229,45 @@ def test_matmul_task_profile(cache_dir):
     assert prof["ref_roofline_frac"] == pytest.approx(prof["t_min_ms"] / prof["t_ref_ms"])
 
 
-def test_the_experimental_launch_gate_travels_in_the_timing_plan_and_keys_the_reference_apart(tmp_path):
-    """JudgeConfig.launch_gate (off by default) reaches both timed processes through the timing plan,
-    and a reference timed behind the gate is cached apart from one timed without it."""
+def test_timed_processes_get_one_work_queue_and_references_are_cached_by_timing_method(tmp_path, monkeypatch):
+    """Ordered timing (ordered_timing.py) needs CUDA_DEVICE_MAX_CONNECTIONS=1 in every process that
+    times on a GPU, candidate and reference alike; a reference timed by another method is not reused."""
+    import dataclasses
+    from kernel_env import harness
     from kernel_env.judge import reference_worker
 
-    plans = {on: make_judge(tmp_path, launch_gate=on)._timing() for on in (False, True)}
-    assert plans[False]["launch_gate"] is False and plans[True]["launch_gate"] is True
-    assert JudgeConfig(device="cpu").launch_gate is False
-    req = {"task_id": "level1/1_Small_ReLU", "source_sha": "0" * 16, "cache_dir": str(tmp_path), "cpu_threads": 1}
-    paths = {on: reference_worker._profile_path({**req, "timing": plans[on]}, "cpu") for on in (False, True)}
-    assert paths[False] != paths[True]
-    # and on the CPU device there is no gate: the same clock either way
-    from kernel_env import harness
-    flusher = harness.L2Flusher(torch.device("cpu"), 1 << 20)
-    res = harness.time_calls(lambda: torch.relu(torch.ones(4096)), torch.device("cpu"), warmup=2, min_calls=10,
-                             max_calls=50, budget_s=0.5, stable_rel=0.5, flusher=flusher, launch_gate=True)
-    assert res["gate_us"] is None and len(res["times_ms"]) >= 10 and res["stream_median_ms"] == res["median_ms"]
+    j = make_judge(tmp_path)
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in j._env(tmp_path, 0, trusted=True)  # the CPU: no queues
+    j.cfg = dataclasses.replace(j.cfg, device="cuda")
+    for trusted in (True, False):
+        env = j._env(tmp_path, 0, trusted=trusted)
+        assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1" and env["CUDA_VISIBLE_DEVICES"] == "0"
+    req = {"task_id": "level1/1_Small_ReLU", "source_sha": "0" * 16, "cache_dir": str(tmp_path), "cpu_threads": 1,
+           "timing": j._timing()}
+    paths = {}
+    for method in (harness.ORDERED_TIMING, "host-1"):
+        monkeypatch.setattr(harness, "timing_method", lambda device, m=method: m)
+        paths[method] = reference_worker._profile_path(req, "NVIDIA H200", torch.device("cuda", 0))
+    assert paths[harness.ORDERED_TIMING] != paths["host-1"]
+
+
+def test_ordered_timing_says_why_it_cannot_be_had_and_the_cpu_times_with_its_clock(monkeypatch):
+    import ctypes.util
+    from kernel_env import harness, ordered_timing
+
+    monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
+    with pytest.raises(ordered_timing.Unavailable, match="CUDA_DEVICE_MAX_CONNECTIONS is not 1"):
+        ordered_timing.OrderedTiming(torch.device("cuda", 0))
+    if ctypes.util.find_library("cuda") is None:  # no driver here: the reason names it
+        monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+        with pytest.raises(ordered_timing.Unavailable, match="cuCtxRecordEvent"):
+            ordered_timing.OrderedTiming(torch.device("cuda", 0))
+    cpu = torch.device("cpu")
+    assert harness.timing_method(cpu) == "cpu"
+    res = harness.time_calls(lambda: torch.relu(torch.ones(4096)), cpu, warmup=2, min_calls=10, max_calls=50,
+                             budget_s=0.5, stable_rel=0.5, flusher=harness.L2Flusher(cpu, 1 << 20))
+    assert res["timing"] == "cpu" and res["hold_us"] is None and res["unordered_why"] is None
+    assert len(res["times_ms"]) >= 10 and res["overhead_ms"] == 0.0
 
 
 def test_compare_rejects_zeros_on_tiny_outputs_and_checks_the_nonfinite_pattern():

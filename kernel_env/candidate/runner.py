@@ -45,8 +45,8 @@ from kernel_env.candidate import fast_build, watch
 
 # What the timing code relies on, captured before the submission runs: checked again after timing.
 _PRIMITIVES = ("_perf_counter", "_median", "_cuda_sync", "_Event", "_event_record", "_event_elapsed",
-               "_event_sync", "_event_query", "_gate_for", "_os_write", "_json_dumps", "time_calls", "spread_of",
-               "fill_slots", "flatten_outputs", "clone_args", "synchronize", "emit")
+               "_event_sync", "_event_query", "_current_stream", "_order_for", "_os_write", "_json_dumps",
+               "time_calls", "spread_of", "fill_slots", "flatten_outputs", "clone_args", "synchronize", "emit")
 _SAVED = {name: getattr(harness, name) for name in _PRIMITIVES}
 _SAVED_TIME = (time.perf_counter, time.monotonic)
 PLAN_ENV = ("KERNEL_ENV_BUILT_DIR", "KERNEL_ENV_PCH_DIR")  # build settings that come with the plan
@@ -315,14 +315,13 @@ def main() -> int:
         res = _SAVED["time_calls"](fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
                                    budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before,
                                    warmup_s=t["warmup_s"], after=after, retime_spread=t.get("retime_spread", 0.0),
-                                   attempts=t.get("attempts", 1), min_wall_s=t.get("min_wall_s", 0.0),
-                                   launch_gate=bool(t.get("launch_gate")))
+                                   attempts=t.get("attempts", 1), min_wall_s=t.get("min_wall_s", 0.0))
         bad = _tampered()
         if bad:
             raise Rejected(f"the submission replaced the evaluator's timing or output functions ({bad})")
         emit({"event": "timed", "times_ms": res["times_ms"], "calls": state["n"]})
         phases["timing_spreads"] = [round(x, 4) for x in res["spreads"]]  # one per measurement (retimed when > 1)
-        phases["gate_us"], phases["gate_late"] = res.get("gate_us"), res.get("gate_late", 0)
+        phases["timing"], phases["hold_us"], phases["late_calls"] = res["timing"], res["hold_us"], res.get("late", 0)
         harness.synchronize(device)
         phases["timing_s"] = time.monotonic() - t3
         phases["audits"] = state["audits"]

@@ -72,13 +72,6 @@ class JudgeConfig:
     # it doubled a 3.8 ms matmul's calls in one evaluation under load (docs/performance.md)
     timing_retime_spread: float = 0.25
     timing_attempts: int = 3
-    # EXPERIMENTAL, off: time calls behind the launch gate (launch_gate.py), which holds every SM while
-    # the host queues the call. On the H200 (tenth session) the gated timings of a 3.7 ms matmul came
-    # within 0.07 % of each other alone and under load (ungated 2.9 %), a ~12 us ReLU's within 2 %
-    # (ungated 67 %). But a ReLU put on another stream still ran beside the gate (timed 3.4 us, its
-    # kernel takes 10): a submission could hide work there. And the gate failed to start in about half
-    # the processes, which then timed the old way. Not safe to judge with until both are understood.
-    launch_gate: bool = False
     l2_flush_bytes: int = 256 * 1024 * 1024
     suspicious_speedup: float = 50.0
     roofline_violation_factor: float = 0.5  # t_new below this share of t_min: physically implausible

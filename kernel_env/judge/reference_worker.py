@@ -75,19 +75,17 @@ def get_peaks(cache_dir: Path, device: torch.device, name: str) -> dict:
     return peaks
 
 
-def _profile_path(req: dict, name: str) -> Path:
-    # the reference's measurement rule too: a profile timed by another rule is timed again
+def _profile_path(req: dict, name: str, device: torch.device) -> Path:
+    # the reference's measurement rule and method too: a profile timed another way is timed again
     t = req.get("timing", {})
-    rule = f"{t.get('ref_min_wall_s', 0.0)}|{t.get('ref_warmup_s', t.get('warmup_s'))}"
-    if t.get("launch_gate"):  # timed another way: cached apart
-        rule += f"|{harness.GATED_TIMING}"
+    rule = f"{t.get('ref_min_wall_s', 0.0)}|{t.get('ref_warmup_s', t.get('warmup_s'))}|{harness.timing_method(device)}"
     key = f"{req['task_id']}|{req['source_sha']}|{name}|{torch.__version__}|{req.get('cpu_threads', 1)}|{rule}"
     return Path(req["cache_dir"]) / "profiles" / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
 
 
 def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dict, extras: bool = False) -> dict:
     """The task's profile, cached on disk; with `extras` (evaluations) also profile_extras."""
-    path = _profile_path(req, name)
+    path = _profile_path(req, name, device)
     prof = _read_json(path)
     if prof is not None:
         if extras and not ("alt_dists" in prof and "out_rms" in prof):
@@ -126,7 +124,7 @@ def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dic
                                 warmup_s=t.get("ref_warmup_s", t["warmup_s"]),
                                 flusher=harness.L2Flusher(device, req["l2_flush_bytes"]), before=before,
                                 retime_spread=t.get("retime_spread", 0.0), attempts=t.get("attempts", 1),
-                                min_wall_s=t.get("ref_min_wall_s", 0.0), launch_gate=bool(t.get("launch_gate")))
+                                min_wall_s=t.get("ref_min_wall_s", 0.0))
     if timing["median_ms"] < sol["t_min_ms"]:
         # The reference beat the formula (cuDNN's Winograd/FFT convolutions do fewer FLOPs than the
         # direct count): the floor is what was observed, or an equally good kernel would be flagged.
@@ -135,7 +133,7 @@ def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dic
         "task_id": req["task_id"], "device_name": name, "torch_version": torch.__version__,
         "flops": counted + fallback, "flops_counted": counted, "flops_fallback": fallback, "bytes": nbytes,
         "dtype": dtype_name, **sol, "t_ref_ms": timing["median_ms"], "ref_calls": len(timing["times_ms"]),
-        "ref_spreads": [round(x, 4) for x in timing["spreads"]], "ref_gate_us": timing.get("gate_us"),
+        "ref_spreads": [round(x, 4) for x in timing["spreads"]], "ref_timing": timing["timing"],
         "ref_roofline_frac": sol["t_min_ms"] / timing["median_ms"] if timing["median_ms"] > 0 else None,
         "outputs": [{"dtype": harness.DTYPE_NAMES.get(o.dtype, str(o.dtype)), "shape": list(o.shape)} for o in outs],
     }

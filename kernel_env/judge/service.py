@@ -778,8 +778,7 @@ class Judge:
                 "budget_s": c.timing_budget_s, "stable_rel": c.timing_stable_rel,
                 "retime_spread": c.timing_retime_spread, "attempts": c.timing_attempts,
                 "min_wall_s": c.timing_min_wall_s, "ref_min_wall_s": c.reference_min_wall_s,
-                "ref_warmup_s": c.reference_warmup_s if c.device == "cuda" else c.warmup_s,
-                "launch_gate": c.launch_gate}
+                "ref_warmup_s": c.reference_warmup_s if c.device == "cuda" else c.warmup_s}
 
     def _quiet_timing(self, gpu: int) -> dict | None:
         """The candidate's warm-up and wall time when no other evaluation waits for this GPU: it
@@ -817,6 +816,7 @@ class Judge:
                 extra["KERNEL_ENV_PCH_DIR"] = pch_dir
         if c.device == "cuda":
             extra["CUDA_VISIBLE_DEVICES"] = gpu
+            extra["CUDA_DEVICE_MAX_CONNECTIONS"] = 1  # one work queue, which ordered timing needs (ordered_timing.py)
         else:
             extra["CUDA_VISIBLE_DEVICES"] = ""
             extra["TRITON_INTERPRET"] = 1
