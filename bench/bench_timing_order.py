@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -93,6 +94,15 @@ print(json.dumps(out))
 '''
 
 
+def _run(device: str, env: dict | None = None) -> dict:
+    """CHILD in a fresh process, from a file: Triton reads a kernel's source from its file."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "timing_order_child.py"
+        path.write_text(CHILD)
+        return _child(f"import runpy, sys; sys.argv = [{str(path)!r}] + sys.argv[1:]; "
+                      f"runpy.run_path({str(path)!r}, run_name='__main__')", device, env=env)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
@@ -103,7 +113,7 @@ def main() -> int:
     args = ap.parse_args()
     rows: dict = {}
     for i in range(args.procs):
-        for k, v in _child(CHILD, args.device).items():
+        for k, v in _run(args.device).items():
             rows.setdefault(k, []).append(v)
         print(f"[process {i + 1}/{args.procs} done]", flush=True)
     print(f"\n{'kernel':12s} {'method':8s} {'median us per process':>34s} {'max/min':>8s}  timing, hold us (late calls)")
@@ -116,7 +126,7 @@ def main() -> int:
     unset = None
     if args.unset_connections:
         env = {k: v for k, v in _env().items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
-        unset = _child(CHILD, args.device, env=env)
+        unset = _run(args.device, env=env)
         print("\nwithout CUDA_DEVICE_MAX_CONNECTIONS=1 (one process):")
         for k, v in unset.items():
             print(f"{k:22s} {v['us']:12.2f} us  {v['timing']}  {v['why'] or ''}")

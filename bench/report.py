@@ -9,7 +9,10 @@ Definitions (one harness, its load phase unless said otherwise):
   the judge's device_busy_frac from /stats (two reads), or the plain harness's one lock (the
   evaluation holding it at a read included).
 - still running at the end: load evaluations in flight when the window closed (killed, not counted).
-- GPU util %: nvidia-smi's utilization.gpu, mean of 0.5 s samples over the window.
+- GPU util %: nvidia-smi's utilization.gpu, mean of 0.5 s samples over the window. "of it hold
+  kernels": the candidate timings' hold kernels (ordered timing, kernel_env/ordered_timing.py: one
+  thread waiting for the host to queue a call), summed from the run phases / window: nvidia-smi counts
+  them as busy. The reference's holds (its timings are cached; rare under load) are not in it.
 - build: the evaluation's build seconds (env: history timings build_s; plain: import of the
   submission, where load_inline compiles). latency: the client's wait for one step()
   (plain: from submission to result, its wait for the queue included).
@@ -152,6 +155,10 @@ def summarize(res: dict, gpu_mon=None, gpus=None) -> dict:
             out["waiting_device_mean"] = sum(q["waiting_device"] or 0 for q in qs) / len(qs)
         if gpu_mon is not None:
             out["gpu_util_pct"] = gpu_mon.mean(ld["t0"], ld["t1"], gpus)
+        # ordered timing's hold kernels keep the GPU "busy" to nvidia-smi while it waits for the host
+        held = [(r.get("run_phases") or {}).get("hold_s") for r in ev + list(ld.get("probes") or [])]
+        if any(x is not None for x in held):
+            out["hold_pct"] = 100 * sum(x or 0.0 for x in held) / (ld["window_s"] * ndev)
         for k in more:
             more[k]["under_load"] = under_load(k)
     if more:
@@ -181,6 +188,7 @@ def rows(s: dict) -> list[tuple[str, str]]:
         ("  with the spread probes under load", _f(s.get("evals_and_probes_per_gpu_min"))),
         ("device slot held %", _f(s.get("device_slot_held_pct"), 1)),
         ("GPU util % (nvidia-smi)", _f(s.get("gpu_util_pct"), 1)),
+        ("  of it hold kernels of the timing %", _f(s.get("hold_pct"), 1)),
         ("build s p50 / p95, load_inline", _pair(s.get("build_compiled_p50_s"), s.get("build_compiled_p95_s"))),
         ("build s p50 / p95, Triton (import)", _pair(s.get("build_triton_p50_s"), s.get("build_triton_p95_s"))),
         ("latency s p50 / p95", _pair(s.get("latency_p50_s"), s.get("latency_p95_s"))),

@@ -46,6 +46,7 @@ def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
             (s["load_evaluations"] + len(done_in_wall)) / (s["load_wall_s"] / 60)), (side, s)
         assert isinstance(s["load_unfinished"], int) and s["load_unfinished"] >= 0, (side, s)
     assert 0 < d["env"]["summary"]["device_slot_held_pct"] <= 100
+    assert d["env"]["summary"]["hold_pct"] == 0.0 and "hold_pct" not in d["plain"]["summary"]  # no holds on a CPU
     assert "level1/19_ReLU_4M: alone / under load (n)" in p.stdout
 
 

@@ -322,6 +322,7 @@ def main() -> int:
         emit({"event": "timed", "times_ms": res["times_ms"], "calls": state["n"]})
         phases["timing_spreads"] = [round(x, 4) for x in res["spreads"]]  # one per measurement (retimed when > 1)
         phases["timing"], phases["hold_us"], phases["late_calls"] = res["timing"], res["hold_us"], res.get("late", 0)
+        phases["hold_s"] = round(res["held_s"], 4)  # the GPU idled in hold kernels this long (busy to nvidia-smi)
         harness.synchronize(device)
         phases["timing_s"] = time.monotonic() - t3
         phases["audits"] = state["audits"]
