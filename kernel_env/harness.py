@@ -262,7 +262,7 @@ def timing_method(device: torch.device) -> str:
     """How time_calls times on `device` in this process: in the cached reference profile's key."""
     if device.type != "cuda":
         return "cpu"
-    return ORDERED_TIMING if not isinstance(_order_for(device), str) else "host-1"
+    return ORDERED_TIMING if not isinstance(_order_for(device), str) else HOST_TIMING
 
 
 # the hold before a timed call (ordered timing): at least this long, and never longer than the cap (a
@@ -271,7 +271,8 @@ HOLD_MIN_US = 30.0
 HOLD_MAX_US = 2000.0
 CALIBRATION_CALLS = 10
 JOIN_SLACK_MS = 0.0005
-ORDERED_TIMING = "ordered-2"
+ORDERED_TIMING = "ordered-2"  # the methods' names, in the cached reference profile's key
+HOST_TIMING = "host-1"
 
 
 def poison_(t: torch.Tensor) -> None:
@@ -480,7 +481,7 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
         if spreads[-1] <= retime_spread:
             break
     k = spreads.index(min(spreads))
-    method = "cpu" if not cuda else ORDERED_TIMING if order is not None else "host-1"
+    method = "cpu" if not cuda else ORDERED_TIMING if order is not None else HOST_TIMING
     held = ({"hold_us": round(h["us"], 1), "late": h["late"] - late_warm, "held_s": h["held"] / 1e6}
             if order is not None else {"hold_us": None, "held_s": 0.0})
     return {"median_ms": _median(measured[k]), "times_ms": measured[k], "overhead_ms": overhead, "spreads": spreads,

@@ -245,10 +245,10 @@ def test_timed_processes_get_one_work_queue_and_references_are_cached_by_timing_
     req = {"task_id": "level1/1_Small_ReLU", "source_sha": "0" * 16, "cache_dir": str(tmp_path), "cpu_threads": 1,
            "timing": j._timing()}
     paths = {}
-    for method in (harness.ORDERED_TIMING, "host-1"):
+    for method in (harness.ORDERED_TIMING, harness.HOST_TIMING):
         monkeypatch.setattr(harness, "timing_method", lambda device, m=method: m)
         paths[method] = reference_worker._profile_path(req, "NVIDIA H200", torch.device("cuda", 0))
-    assert paths[harness.ORDERED_TIMING] != paths["host-1"]
+    assert paths[harness.ORDERED_TIMING] != paths[harness.HOST_TIMING] and harness.HOST_TIMING == "host-1"
 
 
 def test_ordered_timing_says_why_it_cannot_be_had_and_the_cpu_times_with_its_clock(monkeypatch):
