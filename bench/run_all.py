@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import phases, report  # noqa: E402
 from bench.bench_env import EnvHarness  # noqa: E402
+from bench.cpu_monitor import CpuMonitor  # noqa: E402
 from bench.gpu_monitor import GpuMonitor  # noqa: E402
 from bench.plain_harness import PlainHarness  # noqa: E402
 from bench.workload import BENCH_TASKS, COLD, POOL, PROBES, ROOT, parse_sub  # noqa: E402
@@ -81,7 +82,7 @@ def task_root(kernelbench_dir: str, work: Path) -> str:
     return str(dst)
 
 
-def run_harness(h, args, pool, cold, probes, load_s, spread_n, gpu_mon) -> dict:
+def run_harness(h, args, pool, cold, probes, load_s, spread_n, gpu_mon, cpu_mon=None) -> dict:
     res: dict = {}
     t = time.monotonic()
     h.start()
@@ -106,7 +107,7 @@ def run_harness(h, args, pool, cold, probes, load_s, spread_n, gpu_mon) -> dict:
     gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else None
     if isinstance(h, PlainHarness) and gpus:
         gpus = gpus[:1]
-    res["summary"] = report.summarize(res, gpu_mon if args.device == "cuda" else None, gpus)
+    res["summary"] = report.summarize(res, gpu_mon if args.device == "cuda" else None, gpus, cpu_mon)
     # the SM clock, temperature and power while each spread evaluation ran: a slow timing or a slow clock
     alone = [r for sp in [res.get("spread") or {}, *res.get("spread_more", [])] for r in sp.get("evals", [])]
     for r in [*alone, *(res.get("load") or {}).get("probes", [])]:
@@ -171,19 +172,21 @@ def main(argv=None) -> None:
     log(f"benchmark on {meta['device_name']}: {command}")
 
     gpu_mon = GpuMonitor(enabled=args.device == "cuda")
+    cpu_mon = CpuMonitor()
     results: dict = {}
     try:
         if args.only in (None, "env"):
             env = EnvHarness(args.device, tasks_dir, work, gpus=args.gpus, server_args=args.server_args)
-            results["env"] = run_harness(env, args, pool, cold, probes, args.load_s, args.spread_n, gpu_mon)
+            results["env"] = run_harness(env, args, pool, cold, probes, args.load_s, args.spread_n, gpu_mon, cpu_mon)
         if args.only in (None, "plain"):
             tasks = TaskSet(tasks_dir)
             plain = PlainHarness(args.device, tasks, work, Path(args.cache_dir), args.plain_perf_trials,
                                  gpu=args.gpus.split(",")[0] if args.gpus else "")
             results["plain"] = run_harness(plain, args, pool, cold, probes, args.plain_load_s, args.plain_spread_n,
-                                           gpu_mon)
+                                           gpu_mon, cpu_mon)
     finally:
         gpu_mon.stop()
+        cpu_mon.stop()
     text = report.table({k: v["summary"] for k, v in results.items()})
     header = f"{meta['date']}  {meta['device_name']}  ({args.device}, {meta['cpus']} CPUs)  {meta['git']}\n{command}\n"
     print("\n" + header + text, flush=True)

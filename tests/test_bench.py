@@ -47,6 +47,11 @@ def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
         assert isinstance(s["load_unfinished"], int) and s["load_unfinished"] >= 0, (side, s)
     assert 0 < d["env"]["summary"]["device_slot_held_pct"] <= 100
     assert d["env"]["summary"]["hold_pct"] == 0.0 and "hold_pct" not in d["plain"]["summary"]  # no holds on a CPU
+    # the machine's CPUs over the load window (/proc/stat): the env's builds run niced, the plain harness's do not
+    for side in ("env", "plain"):
+        s = d[side]["summary"]
+        assert 0 < s["cpu_busy_pct"] <= 100 and 0 <= s["cpu_niced_pct"] <= s["cpu_busy_pct"], (side, s)
+    assert d["env"]["summary"]["slot_p50_s"]["checks_s"] > 0  # the trials were checked while the candidate ran
     assert "level1/19_ReLU_4M: alone / under load (n)" in p.stdout
 
 

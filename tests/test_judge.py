@@ -64,6 +64,11 @@ def test_correct_cpp_kernel_is_timed_with_speedup_and_roofline(cache_dir):
     from kernel_env.judge.service import build_key
     assert list((cache_dir / "torch_extensions" / build_key(submission("relu_ok.py"))).glob("*/kernel_env_built.json"))
     assert ph["import_s"] < 1.0 and len(ph["module_sha"]) == 16  # which build ran
+    # the reference worker checked the five trials while the candidate ran (TrialChecks), and the
+    # candidate's timing started only after the last check had answered
+    checks = v.details["ref_phases"]["checks"]
+    assert checks["rows"] == 5 and not checks["deferred"] and checks["forward_s"] > 0
+    assert ph["timing_t0_us"] >= checks["done_t"] * 1e6
     assert _leftovers(judge) == before and not _children_of_us()
 
 
@@ -79,6 +84,9 @@ def test_wrong_kernel_fails_correctness_with_numbers(cache_dir):
     assert v.speedup is None and v.trials_passed == 0
     assert "outside tolerance" in v.feedback and "expected" in v.feedback
     assert v.details["mismatch"]["max_abs_err"] > 1e-4
+    # found by the check of the first trial, while the candidate ran: it was never timed
+    assert v.details["ref_phases"]["checks"]["rows"] == 0 and "run_phases" not in v.details
+    assert "trial 1 of 5" in v.feedback
 
 
 def test_segfault_is_a_run_failure_not_an_exception(cache_dir):
@@ -546,3 +554,61 @@ def test_a_starting_run_process_does_its_gpu_work_only_outside_a_candidates_run(
 
     held, msg = asyncio.run(main())
     assert held and msg["event"] == "warmed"
+
+
+def test_the_reference_worker_checks_trials_in_order_and_leaves_the_rest_to_compare(tmp_path):
+    """The reference worker's early checks (TrialChecks), called in this process as the worker would: a
+    row out of order, or one after the problem file changed, is deferred with every later row, and
+    compare checks what is left; wrong outputs are a mismatch at once."""
+    import hashlib
+    from kernel_env import harness
+    from kernel_env.judge import reference_worker as rw
+    task = tmp_path / "relu.py"
+    task.write_text((ROOT / "kernel_env/data/small_tasks/level1/1_Small_ReLU.py").read_text())
+    dev, seeds = torch.device("cpu"), [11, 12, 13, 14, 15]
+    req = {"device": "cpu", "cache_dir": str(tmp_path / "cache"), "cpu_threads": 1, "l2_flush_bytes": 1 << 20,
+           "timing": {"warmup": 1, "warmup_s": 0.0, "min_calls": 3, "max_calls": 5, "budget_s": 0.05,
+                      "stable_rel": 0.5}, "tolerance": TOL, "task_id": "t/relu", "task_path": str(task),
+           "source_sha": hashlib.sha256(task.read_bytes()).hexdigest()[:16], "seeds": seeds, "init_seed": 7,
+           "timing_sets": 2}
+    name = rw.device_name(dev)
+    peaks = rw.get_peaks(tmp_path / "cache", dev, name)
+    task_mod = harness.load_module(task, "test_relu_task")
+    model = harness.make_model(task_mod.Model, task_mod, 7, dev)
+
+    def evaluation(k):  # prepare, and a candidate's side: the slots mapped, rows filled with the reference's outputs
+        held, slot_dir = {}, tmp_path / f"slots{k}"
+        slot_dir.mkdir()
+        prep = rw.handle("prepare", {**req, "slot_dir": str(slot_dir)}, req, dev, name, peaks, held)
+        slots = harness.open_slots(prep["slots"], dev)
+
+        def fill(row, wrong=False, salt=None):
+            seed = seeds[row if row < len(seeds) else row - len(seeds)]
+            args = harness.make_inputs(task_mod, seed, dev, prep["slots"][row][0]["dist"] if row < len(seeds) else "normal")
+            if salt:
+                args = harness.perturb_inputs(args, salt)
+            out = [o + 1 if wrong else o for o in harness.flatten_outputs(harness.call(model, args, seed))]
+            return [{**h, "salt": salt} if salt else h for h in harness.fill_slots(slots[row], out)]
+        return held, fill
+
+    def check(held, row, header):
+        return rw.handle("check", {**req, "row": row, "header": header}, req, dev, name, peaks, held)
+
+    held, fill = evaluation(0)
+    trials = [fill(i) for i in range(5)]
+    rechecks = [fill(5 + j, salt=3 + j) for j in range(2)]
+    assert [check(held, i, trials[i])["status"] for i in (0, 1, 3, 2)] == ["passed", "passed", "deferred", "deferred"]
+    res = rw.handle("compare", {**req, "trials": trials, "rechecks": rechecks}, req, dev, name, peaks, held)
+    assert res["compare"]["mismatch"] is None and res["compare"]["passed"] == 5
+    assert res["phases"]["forward_s"] > 0  # rows 2-6 were checked here
+
+    held, fill = evaluation(1)
+    got = check(held, 0, fill(0, wrong=True))
+    assert got["status"] == "failed" and got["mismatch"]["trial"] == 0 and "outside tolerance" in got["mismatch"]["message"]
+
+    held, fill = evaluation(2)
+    header = fill(0)
+    task.write_text(task.read_text() + "\n# edited while the candidate ran\n")
+    assert check(held, 0, header)["status"] == "deferred"
+    res = rw.handle("compare", {**req, "trials": [header] * 5, "rechecks": []}, req, dev, name, peaks, held)
+    assert res["compare"]["mismatch"]["what"] == "tampered"

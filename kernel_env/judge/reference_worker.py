@@ -9,8 +9,12 @@ Reads one JSON request per line on stdin and answers one JSON line per result on
   {"mode": "prepare", ...}   the task's profile (FLOPs, bytes, speed of light, reference timing:
                              computed once, cached per task source, device name and torch version)
                              and poisoned output slots for the candidate to fill (harness.make_slots)
+  {"mode": "check", "row": i, "header": [...]}   while the candidate runs its next trials (untimed):
+                             the reference output of trial i against its slot; "deferred" when the
+                             device lacks the memory for it now (compare checks it then)
   {"mode": "compare", ...}   after the candidate process has exited: reference outputs for the
-                             trial seeds, compared with what the candidate left in the slots
+                             trial seeds not checked yet and the timed calls' rechecks, compared with
+                             what the candidate left in the slots
   {"mode": "release"}        the candidate failed: the slots are given back without a comparison
   {"mode": "profile", "tasks": [...]}   profiles only, one answer line per task (the roofline table).
 
@@ -249,70 +253,162 @@ def choose_dists(req: dict, prof: dict) -> list:
     return dists
 
 
-def compare(req: dict, task_mod, device: torch.device, slots: list, wire: list, dists: list | None = None,
-            prof: dict | None = None, phases: dict | None = None) -> dict:
-    """Reference outputs for the trial seeds against what the candidate left in the slots (it has exited).
-    `phases` gets the seconds spent making inputs, in the reference's forwards and comparing."""
-    model = harness.make_model(task_mod.Model, task_mod, req["init_seed"], device)
-    tol = req["tolerance"]
+def check_row(req: dict, task_mod, device: torch.device, model, row: int, headers, slot_row: list,
+              wire_row: list, dist: str, own_rms: list, clock) -> tuple[str, dict | None]:
+    """One row of the slots against the reference: a trial (rows below len(seeds)) on its seed and input
+    distribution, or the recheck of a timed call, rebuilt from (seed, salt). ("passed" | "skipped" |
+    "failed", the mismatch). `clock` gets the seconds making inputs, in the forward and comparing."""
     seeds = req["seeds"]
-    dists = dists or ["normal"] * len(seeds)
-    own_rms = (prof or {}).get("out_rms") or []
+    kind = "trial" if row < len(seeds) else "recheck"
+    idx = row if kind == "trial" else row - len(seeds)
+    seed, scale = seeds[idx], None
+    if kind == "trial":
+        args = harness.make_inputs(task_mod, seed, device, dist)
+        clock("inputs_s")
+        ref = harness.flatten_outputs(harness.call(model, args, seed))  # args are not used again
+        del args
+        clock("forward_s")
+        if dist != "normal":
+            if not _all_finite(ref):  # the reference itself overflowed: the trial is not counted
+                return "skipped", None
+            # the tolerances are set for the task's own output scale: scale atol with the output
+            # (1024x inputs give a 1024x..1e6x output and rounding errors to match)
+            scale = [max(1.0, harness.rms_finite(r) / o) if isinstance(o, (int, float)) and o > 0 else 1.0
+                     for r, o in zip(ref, own_rms + [None] * len(ref))]
+            clock("compare_s")
+    else:
+        salt = headers[0].get("salt") if isinstance(headers, list) and headers and isinstance(headers[0], dict) else None
+        if not (isinstance(salt, int) and 0 < salt <= 1_000_000):
+            return "failed", {"what": "count", "recheck": idx, "message": "the outputs of the timed calls were not reported"}
+        # the checked call's own inputs (harness.perturb_inputs): any timed call may be the one checked
+        args = harness.perturb_inputs(harness.make_inputs(task_mod, seed, device), salt)
+        clock("inputs_s")
+        ref = harness.flatten_outputs(harness.call(model, args, seed))
+        del args
+        clock("forward_s")
+    bad = _claimed_mismatch(ref, headers)
+    if bad is None and not _slots_intact(wire_row):
+        bad = {"what": "tampered", "message": "an output slot was truncated or removed"}
+    if bad is None:
+        bad = compare_outputs(ref, slot_row, req["tolerance"], atol_scale=scale)
+    del ref  # before the next row's inputs: outputs of GBs
+    clock("compare_s")
+    if not bad:
+        return "passed", None
+    bad[kind] = idx
+    if kind == "recheck":
+        bad["message"] = "outputs of the timed calls differ from the reference: " + bad["message"]
+    elif dist != "normal":
+        bad["dist"] = dist
+        bad["message"] += f" [inputs of this trial: {harness.INPUT_DISTS[dist]}]"
+    return "failed", bad
+
+
+def _model(req: dict, task_mod, device: torch.device, held: dict):
+    """The reference model of this evaluation (its init seed), made once for its checks and its compare:
+    the rows are checked in order on one model, early checks or not."""
+    if held.get("model") is None:
+        held["model"] = harness.make_model(task_mod.Model, task_mod, req["init_seed"], device)
+    return held["model"]
+
+
+def compare(req: dict, task_mod, device: torch.device, held: dict, phases: dict | None = None) -> dict:
+    """Reference outputs for the trial seeds and the timed calls' rechecks against what the candidate
+    left in the slots (it has exited); the trials checked early (check_early) are not checked again.
+    `phases` gets the seconds spent making inputs, in the reference's forwards and comparing."""
+    seeds, dists = req["seeds"], held.get("dists") or ["normal"] * len(req["seeds"])
+    own_rms = (held.get("prof") or {}).get("out_rms") or []
     trials, rechecks = req.get("trials") or [], req.get("rechecks") or []
-    passed, skipped = 0, 0
+    early = held.get("checked") or {}
+    passed = sum(1 for s in early.values() if s == "passed")
+    skipped = sum(1 for s in early.values() if s == "skipped")
     clock = _Clock(device, phases if phases is not None else {})
-    checks = [(i, seed, "trial") for i, seed in enumerate(seeds)]
-    checks += [(len(seeds) + j, seeds[j], "recheck") for j in range(req["timing_sets"])]
-    for row, seed, kind in checks:
-        idx = row if kind == "trial" else row - len(seeds)
-        dist, scale = "normal", None
-        if kind == "trial":
-            dist = dists[idx]
-            args = harness.make_inputs(task_mod, seed, device, dist)
-            clock("inputs_s")
-            ref = harness.flatten_outputs(harness.call(model, args, seed))  # args are not used again
-            del args
-            clock("forward_s")
-            headers = trials[idx] if idx < len(trials) else None
-            if dist != "normal":
-                if not _all_finite(ref):  # the reference itself overflowed: the trial is not counted
-                    skipped += 1
-                    del ref
-                    continue
-                # the tolerances are set for the task's own output scale: scale atol with the output
-                # (1024x inputs give a 1024x..1e6x output and rounding errors to match)
-                scale = [max(1.0, harness.rms_finite(r) / o) if isinstance(o, (int, float)) and o > 0 else 1.0
-                         for r, o in zip(ref, own_rms + [None] * len(ref))]
-                clock("compare_s")
+    model = _model(req, task_mod, device, held)
+    for row in range(len(seeds) + req["timing_sets"]):
+        if row in early:
+            continue
+        if row < len(seeds):
+            headers, dist = (trials[row] if row < len(trials) else None), dists[row]
         else:
-            headers = rechecks[idx] if idx < len(rechecks) else None
-            salt = headers[0].get("salt") if isinstance(headers, list) and headers and isinstance(headers[0], dict) else None
-            if not (isinstance(salt, int) and 0 < salt <= 1_000_000):
-                return {"passed": passed, "mismatch": {"what": "count", "recheck": idx, "message":
-                        "the outputs of the timed calls were not reported"}, "dists": dists}
-            # the checked call's own inputs (harness.perturb_inputs): any timed call may be the one checked
-            args = harness.perturb_inputs(harness.make_inputs(task_mod, seed, device), salt)
-            clock("inputs_s")
-            ref = harness.flatten_outputs(harness.call(model, args, seed))
-            del args
-            clock("forward_s")
-        bad = _claimed_mismatch(ref, headers)
-        if bad is None and not _slots_intact(wire[row]):
-            bad = {"what": "tampered", "message": "an output slot was truncated or removed"}
-        if bad is None:
-            bad = compare_outputs(ref, slots[row], tol, atol_scale=scale)
-        clock("compare_s")
+            j = row - len(seeds)
+            headers, dist = (rechecks[j] if j < len(rechecks) else None), "normal"
+        status, bad = check_row(req, task_mod, device, model, row, headers, held["slots"][row], held["wire"][row],
+                                dist, own_rms, clock)
         if bad:
-            bad[kind] = idx
-            if kind == "recheck":
-                bad["message"] = "outputs of the timed calls differ from the reference: " + bad["message"]
-            elif dist != "normal":
-                bad["dist"] = dist
-                bad["message"] += f" [inputs of this trial: {harness.INPUT_DISTS[dist]}]"
             return {"passed": passed, "mismatch": bad, "dists": dists}
-        passed += kind == "trial"
-        del ref  # before the next trial's inputs: outputs of GBs
+        passed += status == "passed" and row < len(seeds)
+        skipped += status == "skipped"
     return {"passed": passed, "mismatch": None, "dists": dists, "skipped": skipped}
+
+
+# An early check runs beside the candidate's next trials: only with this many times the task's bytes
+# (inputs, outputs, weights) free on the device, so that neither process runs out of memory
+EARLY_HEADROOM = 4
+EARLY_HEADROOM_MIN = 1 << 30
+EARLY_CACHED_MAX = 256 << 20
+
+
+def check_early(req: dict, task_mod, device: torch.device, held: dict, phases: dict) -> dict:
+    """One trial's slots checked while the candidate runs its next trials (both untimed; the judge times
+    the candidate only once this has answered). Trials are checked in order; one that cannot be checked
+    now (too little free device memory, out of memory) is "deferred", and it and every later one are
+    checked by compare after the candidate has exited, as without early checks."""
+    row = req.get("row")
+    seeds = req["seeds"]
+    # the problem file must be the one prepare saw: compare reports an edit made since
+    if held.get("slots") is None or held.get("deferred") or not isinstance(row, int) \
+            or row != len(held.setdefault("checked", {})) or row >= len(seeds) \
+            or held.get("task_sha") is None or _file_sha(req["task_path"]) != held["task_sha"]:
+        held["deferred"] = True
+        return {"row": row, "status": "deferred"}
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        need = EARLY_HEADROOM * int((held.get("prof") or {}).get("bytes") or 0) + EARLY_HEADROOM_MIN
+        if free < need:
+            held["deferred"] = True
+            return {"row": row, "status": "deferred", "free_bytes": free, "need_bytes": need}
+    dists = held.get("dists") or ["normal"] * len(seeds)
+    own_rms = (held.get("prof") or {}).get("out_rms") or []
+    clock = _Clock(device, phases)
+    try:
+        model = _model(req, task_mod, device, held)
+        # the candidate is alive: its slot files (CPU) are read into memory of our own, which it cannot
+        # truncate under us; a CUDA slot is the worker's own allocation
+        slot_row = _private_copy(held["slots"][row], held["wire"][row])
+        status, bad = check_row(req, task_mod, device, model, row, req.get("header"), slot_row,
+                                held["wire"][row], dists[row], own_rms, clock)
+    except torch.OutOfMemoryError:
+        held["deferred"] = True
+        status, bad = "deferred", None
+    finally:
+        # what this check allocated (freed: nothing of it is kept) goes back to the device for the
+        # candidate's next trials; a small remainder stays cached (an empty_cache costs a device sync)
+        if device.type == "cuda" and torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) > EARLY_CACHED_MAX:
+            torch.cuda.empty_cache()
+    if status != "deferred" and bad is None:
+        held["checked"][row] = status
+    return {"row": row, "status": status, "mismatch": bad}
+
+
+def _private_copy(slot_row: list, wire_row: list) -> list:
+    """A CPU slot's bytes read into this process's memory (a short file stays short: the comparison
+    reports it); a CUDA slot as it is."""
+    out = []
+    for t, w in zip(slot_row, wire_row):
+        if "file" not in w:
+            out.append(t)
+            continue
+        nbytes = t.numel() * t.element_size()
+        try:
+            with open(w["file"], "rb") as f:
+                data = f.read(nbytes)
+        except OSError:
+            data = b""
+        if len(data) < nbytes:
+            out.append(torch.full(t.shape, float("nan")).to(t.dtype) if t.is_floating_point() else torch.zeros_like(t))
+        else:
+            out.append(torch.frombuffer(bytearray(data), dtype=t.dtype).reshape(t.shape) if nbytes else t.clone())
+    return out
 
 
 def warm_kernels(device: torch.device, tol: dict) -> None:
@@ -389,7 +485,8 @@ def main() -> int:
                 except Exception as e:
                     res = {"ok": False, "task_id": t.get("task_id"), "error": _exc_line(e)}
                     break
-            harness.emit(fd, res if mode == "prepare" else _give_back(device, res))
+            # a check frees its own memory (the evaluation goes on); the others end a use of the device
+            harness.emit(fd, res if mode in ("prepare", "check") else _give_back(device, res))
     return 0
 
 
@@ -416,6 +513,9 @@ def _exc_line(e: BaseException) -> str:
 def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks: dict, held: dict) -> dict:
     """One prepare, compare or profile request; `held` keeps an evaluation's slots from prepare to compare."""
     task_mod = harness.load_module(t["task_path"], "reference_problem")
+    if mode == "check":
+        phases = {}
+        return {"ok": True, **check_early(req, task_mod, device, held, phases), "phases": phases}
     if mode == "compare":
         if held.get("task_sha") is None or _file_sha(t["task_path"]) != held.get("task_sha"):
             # the problem file changed while the candidate ran: never compare against it
@@ -424,9 +524,7 @@ def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks
                 "code was imported or ran: editing files outside your folder is not allowed"}}}
         else:
             phases = {}
-            res = {"ok": True, "compare": compare(req, task_mod, device, held["slots"], held["wire"],
-                                                  held.get("dists"), held.get("prof"), phases),
-                   "phases": phases}
+            res = {"ok": True, "compare": compare(req, task_mod, device, held, phases), "phases": phases}
         held.clear()  # the slots go: empty_cache gives their memory back before we answer
         return res
     t0 = time.monotonic()

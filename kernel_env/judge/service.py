@@ -11,10 +11,12 @@ One submission travels:
      device slot is free (one measurement per GPU at a time), the device's reference worker (a
      trusted process, one per GPU, that never sees candidate code) hands out poisoned output slots;
      the candidate process imports the submission from the cache, runs the correctness trials on
-     fresh seeds, copies its outputs into the slots, times itself, exits.
-     Candidate code never runs on a GPU outside its own device slot.
-  4. judge: the reference worker makes the reference outputs for the same seeds and compares them with
-     the slots; the task's profile (t_ref, FLOPs, bytes) comes from a cache
+     fresh seeds, copies its outputs into the slots (the reference worker checks each trial while
+     the next ones run: TrialChecks), times itself once those checks are over, exits.
+     Candidate code never runs on a GPU outside its own device slot, nor beside another's timing.
+  4. judge: the reference worker makes the reference outputs of the timed calls it rechecks (and of
+     trials it could not check early) and compares them with the slots; the task's profile (t_ref,
+     FLOPs, bytes) comes from a cache
   5. verdict: speedup and roofline numbers, flags, feedback.
 """
 from __future__ import annotations
@@ -293,7 +295,7 @@ class Judge:
         ext_dir = self.cfg.cache_dir / "torch_extensions" / build_key(source)
         triton_dir = cfg.cache_dir / "triton"
         v = Verdict(task.task_id, Stage.BUILD.value)
-        builder = cand = ref = None
+        builder = cand = ref = checks = None
         released = False  # the reference worker has given its device memory back
         # both candidate processes compile with the same header, or the run process would build again
         pch_dir = self._pch.dir if self._pch else None
@@ -393,10 +395,16 @@ class Judge:
                             v.details["quiet_timing"] = quiet
                         # no run process starts its GPU work while this candidate runs; when nobody
                         # waits for the device, the ones already warming up finish first
-                        async with self._timing_window(gpu, self.cfg.quiet_warm_wait_s if quiet else 0.0):
-                            run = await self._run_candidate(cand, prep["slots"], quiet)
-                        await cand.close()  # the candidate is gone before the reference is computed
+                        # the reference worker checks each trial while the candidate runs the next ones
+                        checks = TrialChecks(self, ref, ref_req)
+                        try:
+                            async with self._timing_window(gpu, self.cfg.quiet_warm_wait_s if quiet else 0.0):
+                                run = await self._run_candidate(cand, prep["slots"], quiet, checks)
+                        finally:
+                            await asyncio.shield(checks.close())
+                        await cand.close()  # the candidate is gone before the rest is compared
                         v.timings["run_s"] = round(time.monotonic() - t_c, 3)
+                        v.details["ref_phases"]["checks"] = checks.summary()
                         if run.get("phases"):
                             v.details["run_phases"] = run["phases"]
                         if run.get("failed") and run.get("stage") == Stage.BUILD.value:
@@ -407,14 +415,17 @@ class Judge:
                             v.details.update(run.get("details", {}))
                             return v
                         t_c = time.monotonic()
-                        res = await self._ask(ref, {"mode": "compare", **ref_req, "trials": run.get("trials"),
-                                                    "rechecks": run.get("rechecks")})
+                        if checks.mismatch:  # a trial's outputs were wrong: not timed, nothing more to compare
+                            res = {"compare": {"passed": checks.passed, "mismatch": checks.mismatch}}
+                        else:
+                            res = await self._ask(ref, {"mode": "compare", **ref_req, "trials": run.get("trials"),
+                                                        "rechecks": run.get("rechecks")})
+                            v.details["ref_phases"]["compare"] = res.get("phases")
+                            released = True  # the worker gave back the slots' memory before answering
                         res["profile"] = self._profiles[task.task_id] = prep["profile"]
                         v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
-                        v.details["ref_phases"]["compare"] = res.get("phases")
                         self._stats["measures"] += 1
                         self._stats["measure_s_total"] += time.monotonic() - t_r
-                        released = True  # the worker gave back the slots' memory before answering
                         if res.get("held_bytes", 0) > REFERENCE_HELD_MAX:
                             await asyncio.shield(self._drop_reference(gpu, ref))
                     except JudgeInternalError:
@@ -425,7 +436,12 @@ class Judge:
                     finally:  # what holds device memory is gone before the next measurement starts
                         await asyncio.shield(cand.close())
                         if ref is not None and not released:
-                            await asyncio.shield(self._release(gpu, ref))
+                            if checks is not None and not checks.task.done():
+                                # cancelled while a check was under way: its answer would be read as the
+                                # next request's, so this worker goes
+                                await asyncio.shield(self._drop_reference(gpu, ref))
+                            else:
+                                await asyncio.shield(self._release(gpu, ref))
             return self._verdict(v, run, res)
         except asyncio.CancelledError:
             raise
@@ -608,9 +624,12 @@ class Judge:
                                             cand.output(), limit)
         return v
 
-    async def _run_candidate(self, cand: Proc, slots: list, timing: dict | None = None) -> dict:
+    async def _run_candidate(self, cand: Proc, slots: list, timing: dict | None = None,
+                             checks: "TrialChecks | None" = None) -> dict:
         """Drive the run phase; a dict with outputs/times, or failed=True with kind and feedback.
-        `timing`: changes to the plan's timing rule, decided when the slot is this evaluation's."""
+        `timing`: changes to the plan's timing rule, decided when the slot is this evaluation's.
+        `checks`: each filled trial goes to it; the timing waits for its answers, and a mismatch it
+        finds ends the run at once (the dict has no times then; checks.mismatch says why)."""
         cfg, limit = self.cfg, self.cfg.feedback_max_chars
         deadline = time.monotonic() + cfg.run_timeout_s
         # The runner stamps every line after "go" with this token; the submission runs in the same
@@ -625,7 +644,10 @@ class Judge:
                     "feedback": fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit)}
         got: dict = {}
         while True:
-            msg = await cand.next_message(max(0.0, deadline - time.monotonic()))
+            msg = await _next_or_mismatch(cand, checks, max(0.0, deadline - time.monotonic()))
+            if msg is None:  # an early check found wrong outputs: the candidate goes, untimed
+                cand.kill()
+                return got
             ev = msg.get("event")
             if ev not in ("timeout", "eof", "garbage") and msg.get("token") != token:  # those three are Proc's own
                 cand.kill()
@@ -633,8 +655,20 @@ class Judge:
                         "feedback": "A message on the evaluator's result channel was not from the evaluator's runner "
                                     "(forged results: writing to the evaluator's pipes is not allowed); the run is "
                                     "discarded."}
-            if ev == "outputs":
+            if ev == "filled":
+                if checks is not None:
+                    checks.submit(msg.get("trial"), msg.get("header"))
+            elif ev == "outputs":
                 got["trials"] = msg.get("trials")
+                if checks is not None:
+                    t_w = time.monotonic()
+                    await checks.finish()  # the worker's GPU work is over before the timing starts
+                    checks.done_t = time.monotonic()
+                    checks.wait_s = checks.done_t - t_w
+                    if checks.mismatch:
+                        cand.kill()
+                        return got
+                await cand.send(json.dumps({"cmd": "time"}))  # a process that died says so with "eof"
             elif ev == "timed":
                 got["times_ms"], got["calls"] = msg.get("times_ms"), msg.get("calls")
                 got["timing_wall_s"] = time.monotonic() - t_go
@@ -754,7 +788,7 @@ class Judge:
         if cmp_["mismatch"]:
             mm = cmp_["mismatch"]
             v.stage, v.error_kind = Stage.CORRECTNESS.value, ErrorKind.OUTPUT_MISMATCH.value
-            where = "recheck of timed outputs" if "recheck" in mm else f"trial {mm.get('trial', 0) + 1} of {len(run.get('trials') or [])}"
+            where = "recheck of timed outputs" if "recheck" in mm else f"trial {mm.get('trial', 0) + 1} of {cfg.correctness_trials}"
             v.feedback = fb.clip(f"Wrong output ({where}): {mm['message']}", cfg.feedback_max_chars)
             v.details["mismatch"] = mm
             return v
@@ -847,6 +881,82 @@ class Judge:
                 yield
             finally:
                 self._dev_busy_s[gpu] += time.monotonic() - t
+
+
+class TrialChecks:
+    """The reference worker checks each trial's outputs while the candidate runs its next trials (both
+    untimed, inside the device slot): most of the reference's forwards leave the slot's critical path,
+    and wrong outputs end an evaluation before its timing. The candidate is timed only once every
+    check has answered (the worker synchronises its device before it answers): no other process's GPU
+    work runs in a timing. One request at a time, rows in order (the worker answers in order); a row
+    the worker defers (too little free device memory) and all later ones are left to compare."""
+
+    def __init__(self, judge: "Judge", ref: Proc, ref_req: dict):
+        self.judge, self.ref, self.ref_req = judge, ref, ref_req
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.mismatch: dict | None = None
+        self.passed = self.rows = 0
+        self.deferred = False
+        self.wait_s = 0.0  # the candidate waited this long after its trials for the last checks
+        self.done_t = None  # when they had all answered (time.monotonic)
+        self.phases: dict = {}
+        self.task = asyncio.ensure_future(self._work())
+
+    def submit(self, row, header) -> None:
+        self.queue.put_nowait((row, header))
+
+    async def _work(self) -> None:
+        while True:
+            item = await self.queue.get()
+            if item is None:
+                return
+            if self.deferred:
+                continue
+            row, header = item
+            res = await self.judge._ask(self.ref, {"mode": "check", **self.ref_req, "row": row, "header": header})
+            for k, x in (res.get("phases") or {}).items():
+                if isinstance(x, (int, float)):
+                    self.phases[k] = round(self.phases.get(k, 0.0) + x, 4)
+            if res.get("status") == "deferred":
+                self.deferred = True
+            elif res.get("mismatch"):
+                self.mismatch = res["mismatch"]
+                return
+            else:
+                self.rows += 1
+                self.passed += res.get("status") == "passed"
+
+    async def finish(self) -> None:
+        """Every check submitted has answered; raises the judge's own failure (JudgeInternalError)."""
+        self.queue.put_nowait(None)
+        await self.task
+
+    async def close(self) -> None:
+        """No more checks; the one under way answers first (the worker must not be asked anything else)."""
+        self.queue.put_nowait(None)
+        await asyncio.gather(self.task, return_exceptions=True)
+        if self.task.done() and not self.task.cancelled() and self.task.exception() is not None:
+            raise self.task.exception()
+
+    def summary(self) -> dict:
+        return {**self.phases, "rows": self.rows, "deferred": self.deferred, "wait_s": round(self.wait_s, 4),
+                "done_t": self.done_t}
+
+
+async def _next_or_mismatch(cand: Proc, checks: TrialChecks | None, timeout: float) -> dict | None:
+    """The candidate's next message, or None as soon as an early check has found a mismatch."""
+    if checks is None or checks.task.done():
+        msg = await cand.next_message(timeout)
+    else:
+        getter = asyncio.ensure_future(cand.next_message(timeout))
+        await asyncio.wait({getter, checks.task}, return_when=asyncio.FIRST_COMPLETED)
+        if not getter.done():
+            getter.cancel()
+            await asyncio.gather(getter, return_exceptions=True)
+            await checks.task  # the judge's own failure is raised here
+            return None if checks.mismatch else await cand.next_message(timeout)
+        msg = getter.result()
+    return None if checks is not None and checks.mismatch else msg
 
 
 def cuda_arch_list(gpu: int) -> str | None:
