@@ -14,7 +14,8 @@ Definitions (one harness, its load phase unless said otherwise):
   thread waiting for the host to queue a call), summed from the run phases / window: nvidia-smi counts
   them as busy. The reference's holds (its timings are cached; rare under load) are not in it.
 - CPU busy %: all CPUs' busy share over the window (/proc/stat, bench/cpu_monitor.py); in brackets the
-  share of processes at a positive niceness (the env's candidate builds; the plain harness has none).
+  share of processes at a positive niceness (the env's candidate builds; the plain harness has none);
+  "by kind": each kind of process's share of all CPUs, from /proc/PID/stat every second (approximate).
 - build: the evaluation's build seconds (env: history timings build_s; plain: import of the
   submission, where load_inline compiles). latency: the client's wait for one step()
   (plain: from submission to result, its wait for the queue included).
@@ -33,9 +34,8 @@ Definitions (one harness, its load phase unless said otherwise):
 - timings retimed: correct load evaluations whose first measurement's calls spread more than the
   judge's timing_retime_spread ((p90 - p10) / median), so it measured again; in brackets the median
   spread of first measurements.
-- trials checked beside them: the reference worker's seconds checking the candidate's trials while it ran
-  the next ones (judge TrialChecks: inputs, forward, comparison); the timing waited for the last of them
-  that long after the trials.
+- check of the trials: the reference worker checks the trials' outputs between the trials and the
+  timing (the candidate waits; wrong outputs are never timed): the judge's seconds for that request.
 - mean waiting for build slot / device: the judge's waiting_build / waiting_device from /stats every
   2 s of the load (env only).
 """
@@ -144,13 +144,9 @@ def summarize(res: dict, gpu_mon=None, gpus=None, cpu_mon=None) -> dict:
         if any(tm):
             out["slot_p50_s"] = {k: pct([t.get(k) for t in tm], 50) for k in ("prepare_s", "run_s", "reference_s")}
             out["slot_p50_s"].update({k: pct([p.get(k) for p in ph], 50) for k in ("import_s", "trials_s", "timing_s")})
-            # the reference worker's checks of the trials, beside them; what the timing waited for after them
-            ck = [(r.get("ref_phases") or {}).get("checks") or {} for r in ev if r.get("correct")]
-            out["slot_p50_s"]["checks_s"] = pct([sum(c.get(k, 0.0) for k in ("inputs_s", "forward_s", "compare_s"))
-                                                 for c in ck if c], 50)
-            out["slot_p50_s"]["checks_wait_s"] = pct([c.get("wait_s") for c in ck if c], 50)
-            # from taking a run process to its "ready": it may still be starting (torch, CUDA context)
-            out["ready_p50_s"], out["ready_p95_s"] = pct([t.get("ready_s") for t in tm], 50), pct([t.get("ready_s") for t in tm], 95)
+            # the reference worker's check of the trials, between them and the timing
+            out["slot_p50_s"]["check_s"] = pct([((r.get("ref_phases") or {}).get("check") or {}).get("s")
+                                                for r in ev if r.get("correct")], 50)
         # measurements taken again: their calls spread wider than timing_retime_spread (disturbed)
         first = [p["timing_spreads"] for p in ph if p.get("timing_spreads")]
         if first:
@@ -167,7 +163,7 @@ def summarize(res: dict, gpu_mon=None, gpus=None, cpu_mon=None) -> dict:
             out["gpu_util_pct"] = gpu_mon.mean(ld["t0"], ld["t1"], gpus)
         cpu = cpu_mon.usage(ld["t0"], ld["t1"]) if cpu_mon is not None else None
         if cpu:
-            out["cpu_busy_pct"], out["cpu_niced_pct"] = cpu["busy_pct"], cpu["niced_pct"]
+            out["cpu_busy_pct"], out["cpu_niced_pct"], out["cpu_by_kind_pct"] = cpu["busy_pct"], cpu["niced_pct"], cpu["by_kind"]
         # ordered timing's hold kernels keep the GPU "busy" to nvidia-smi while it waits for the host
         held = [(r.get("run_phases") or {}).get("hold_s") for r in ev + list(ld.get("probes") or [])]
         if any(x is not None for x in held):
@@ -203,6 +199,8 @@ def rows(s: dict) -> list[tuple[str, str]]:
         ("GPU util % (nvidia-smi)", _f(s.get("gpu_util_pct"), 1)),
         ("  of it hold kernels of the timing %", _f(s.get("hold_pct"), 1)),
         ("CPU busy % (of it niced processes: builds)", f"{_f(s.get('cpu_busy_pct'), 1)} ({_f(s.get('cpu_niced_pct'), 1)})"),
+        ("  by kind of process %", ", ".join(f"{k} {v:.1f}" for k, v in (s.get("cpu_by_kind_pct") or {}).items()
+                                             if v >= 0.5) or "n/a"),
         ("build s p50 / p95, load_inline", _pair(s.get("build_compiled_p50_s"), s.get("build_compiled_p95_s"))),
         ("build s p50 / p95, Triton (import)", _pair(s.get("build_triton_p50_s"), s.get("build_triton_p95_s"))),
         ("latency s p50 / p95", _pair(s.get("latency_p50_s"), s.get("latency_p95_s"))),
@@ -216,10 +214,8 @@ def rows(s: dict) -> list[tuple[str, str]]:
         ("measurement (device slot) s p50", _f(s.get("measure_p50_s"))),
         ("  prepare / run / reference s p50", " / ".join(_f((s.get("slot_p50_s") or {}).get(k))
                                                           for k in ("prepare_s", "run_s", "reference_s"))),
-        ("  run: import / trials / timing s p50", " / ".join(_f((s.get("slot_p50_s") or {}).get(k))
-                                                             for k in ("import_s", "trials_s", "timing_s"))),
-        ("  trials checked beside them / timing waited for the checks s p50",
-         " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("checks_s", "checks_wait_s"))),
+        ("  run: import / trials / check of the trials / timing s p50",
+         " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("import_s", "trials_s", "check_s", "timing_s"))),
         ("cold eval latency s (its build s)", f"{_f(s.get('cold_latency_s'))} ({_f(s.get('cold_build_s'))})"),
         ("warm eval latency s", _f(s.get("warm_latency_s"))),
         ("overhead/turn s alone p50", _f(s.get("overhead_alone_p50_s"))),

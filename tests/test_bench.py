@@ -51,7 +51,9 @@ def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
     for side in ("env", "plain"):
         s = d[side]["summary"]
         assert 0 < s["cpu_busy_pct"] <= 100 and 0 <= s["cpu_niced_pct"] <= s["cpu_busy_pct"], (side, s)
-    assert d["env"]["summary"]["slot_p50_s"]["checks_s"] > 0  # the trials were checked while the candidate ran
+    # where the CPUs went, by kind of process: the env's server and its run processes were seen working
+    assert {"server", "run processes"} <= set(d["env"]["summary"]["cpu_by_kind_pct"]), d["env"]["summary"]
+    assert d["env"]["summary"]["slot_p50_s"]["check_s"] > 0  # the trials were checked before the timing
     assert "level1/19_ReLU_4M: alone / under load (n)" in p.stdout
 
 

@@ -64,11 +64,12 @@ def test_correct_cpp_kernel_is_timed_with_speedup_and_roofline(cache_dir):
     from kernel_env.judge.service import build_key
     assert list((cache_dir / "torch_extensions" / build_key(submission("relu_ok.py"))).glob("*/kernel_env_built.json"))
     assert ph["import_s"] < 1.0 and len(ph["module_sha"]) == 16  # which build ran
-    # the reference worker checked the five trials while the candidate ran (TrialChecks), and the
-    # candidate's timing started only after the last check had answered
-    checks = v.details["ref_phases"]["checks"]
-    assert checks["rows"] == 5 and not checks["deferred"] and checks["forward_s"] > 0
-    assert ph["timing_t0_us"] >= checks["done_t"] * 1e6
+    # the reference worker checked the five trials before the candidate was timed, and its timing
+    # started only after that check had answered
+    check = v.details["ref_phases"]["check"]
+    assert check["rows"] == 5 and not check["deferred"] and check["forward_s"] > 0
+    assert ph["timing_t0_us"] >= check["done_t"] * 1e6 and ph["gate_s"] >= check["s"]
+    assert v.details["ref_phases"]["compare"]["forward_s"] > 0  # the two rechecks of timed calls, after it
     assert _leftovers(judge) == before and not _children_of_us()
 
 
@@ -84,8 +85,9 @@ def test_wrong_kernel_fails_correctness_with_numbers(cache_dir):
     assert v.speedup is None and v.trials_passed == 0
     assert "outside tolerance" in v.feedback and "expected" in v.feedback
     assert v.details["mismatch"]["max_abs_err"] > 1e-4
-    # found by the check of the first trial, while the candidate ran: it was never timed
-    assert v.details["ref_phases"]["checks"]["rows"] == 0 and "run_phases" not in v.details
+    # found by the check of the trials before the timing: it was never timed
+    assert v.details["ref_phases"]["check"]["rows"] == 0 and "run_phases" not in v.details
+    assert "compare" not in v.details["ref_phases"]
     assert "trial 1 of 5" in v.feedback
 
 
@@ -556,10 +558,11 @@ def test_a_starting_run_process_does_its_gpu_work_only_outside_a_candidates_run(
     assert held and msg["event"] == "warmed"
 
 
-def test_the_reference_worker_checks_trials_in_order_and_leaves_the_rest_to_compare(tmp_path):
-    """The reference worker's early checks (TrialChecks), called in this process as the worker would: a
-    row out of order, or one after the problem file changed, is deferred with every later row, and
-    compare checks what is left; wrong outputs are a mismatch at once."""
+def test_the_reference_worker_checks_the_trials_before_the_timing_and_compare_does_the_rest(tmp_path):
+    """The reference worker's "check" (the trials, while the candidate waits to be timed) and "compare"
+    (after it exited), called in this process as the worker would: checked rows are not checked again,
+    wrong outputs are a mismatch at once, and after the problem file changed nothing is checked early
+    and compare reports it."""
     import hashlib
     from kernel_env import harness
     from kernel_env.judge import reference_worker as rw
@@ -591,24 +594,28 @@ def test_the_reference_worker_checks_trials_in_order_and_leaves_the_rest_to_comp
             return [{**h, "salt": salt} if salt else h for h in harness.fill_slots(slots[row], out)]
         return held, fill
 
-    def check(held, row, header):
-        return rw.handle("check", {**req, "row": row, "header": header}, req, dev, name, peaks, held)
+    def ask(mode, held, **more):
+        return rw.handle(mode, {**req, **more}, req, dev, name, peaks, held)
 
     held, fill = evaluation(0)
     trials = [fill(i) for i in range(5)]
+    got = ask("check", held, trials=trials)
+    assert got["rows"] == 5 and got["passed"] == 5 and got["mismatch"] is None and got["phases"]["forward_s"] > 0
     rechecks = [fill(5 + j, salt=3 + j) for j in range(2)]
-    assert [check(held, i, trials[i])["status"] for i in (0, 1, 3, 2)] == ["passed", "passed", "deferred", "deferred"]
-    res = rw.handle("compare", {**req, "trials": trials, "rechecks": rechecks}, req, dev, name, peaks, held)
+    res = ask("compare", held, trials=trials, rechecks=rechecks)
     assert res["compare"]["mismatch"] is None and res["compare"]["passed"] == 5
-    assert res["phases"]["forward_s"] > 0  # rows 2-6 were checked here
+    assert res["phases"]["forward_s"] > 0  # the rechecks
 
     held, fill = evaluation(1)
-    got = check(held, 0, fill(0, wrong=True))
-    assert got["status"] == "failed" and got["mismatch"]["trial"] == 0 and "outside tolerance" in got["mismatch"]["message"]
+    trials = [fill(i, wrong=i == 2) for i in range(5)]
+    got = ask("check", held, trials=trials)
+    assert got["rows"] == 2 and got["passed"] == 2 and got["mismatch"]["trial"] == 2
+    assert "outside tolerance" in got["mismatch"]["message"]
 
     held, fill = evaluation(2)
-    header = fill(0)
+    trials = [fill(i) for i in range(5)]
     task.write_text(task.read_text() + "\n# edited while the candidate ran\n")
-    assert check(held, 0, header)["status"] == "deferred"
-    res = rw.handle("compare", {**req, "trials": [header] * 5, "rechecks": []}, req, dev, name, peaks, held)
+    got = ask("check", held, trials=trials)
+    assert got["rows"] == 0 and got["deferred"]
+    res = ask("compare", held, trials=trials, rechecks=[])
     assert res["compare"]["mismatch"]["what"] == "tampered"

@@ -23,12 +23,12 @@ elsewhere and cross-checks the timings.
           judge (CUDA IPC handles, or mapped files on the CPU), each trial's with the input
           distribution the reference worker chose for it. Construct ModelNew, run it on the inputs
           of every trial seed (clones) under the watch (watch.py: no PyTorch compute in forward,
-          outputs made by the submission's kernels), copy the outputs into the slots (each trial's
-          -> {"event": "filled"}: the reference worker may check it while the next trials run) ->
-          {"event": "outputs", ...}; on {"cmd": "time"} (those checks are over) time it, every call on
-          fresh inputs (harness.perturb_inputs), a few random calls watched too -> {"event": "timed",
-          ...}; the slots of each timing set hold the output of one random timed call, named by its
-          salt, for a recheck -> {"event": "done"} with the seconds each phase took.
+          outputs made by the submission's kernels), copy the outputs into the slots ->
+          {"event": "outputs", ...}; on {"cmd": "time"} (the judge has checked them: wrong outputs
+          are never timed) time it, every call on fresh inputs (harness.perturb_inputs), a few random
+          calls watched too -> {"event": "timed", ...}; the slots of each timing set hold the output
+          of one random timed call, named by its salt, for a recheck -> {"event": "done"} with the
+          seconds each phase took.
 """
 from __future__ import annotations
 
@@ -265,7 +265,6 @@ def main() -> int:
             ts.append(time.monotonic())
             headers.append(harness.fill_slots(slots[i], out))
             harness.synchronize(device)
-            emit({"event": "filled", "trial": i, "header": headers[-1]})  # the judge may check it now
             ts.append(time.monotonic())
             steps.append([round(b - a, 3) for a, b in zip(ts, ts[1:])])
             if i < plan["timing_sets"]:
@@ -274,8 +273,8 @@ def main() -> int:
         emit({"event": "outputs", "trials": headers})
         t3 = time.monotonic()
         phases["trials_s"] = t3 - t2
-        # the timing starts on the judge's word: once the reference worker's checks of the trials,
-        # which ran beside them, are over (no other process's GPU work in the timing)
+        # the timing starts on the judge's word: once the reference worker has checked the trials
+        # (wrong outputs are never timed; no other process's GPU work in the timing)
         try:
             gate = json.loads(_SAVED_READLINE() or "{}")
         except ValueError:
@@ -283,7 +282,9 @@ def main() -> int:
         if not isinstance(gate, dict) or gate.get("cmd") != "time":
             release_slots()
             return 0
-        phases["timing_t0_us"] = int(time.monotonic() * 1e6)  # CLOCK_MONOTONIC: the judge's clock too
+        t4 = time.monotonic()
+        phases["gate_s"] = t4 - t3  # the judge's check of the trials
+        phases["timing_t0_us"] = int(t4 * 1e6)  # CLOCK_MONOTONIC: the judge's clock too
 
         phase = "timing"
         flusher = harness.L2Flusher(device, plan["l2_flush_bytes"])
@@ -337,7 +338,7 @@ def main() -> int:
         phases["timing"], phases["hold_us"], phases["late_calls"] = res["timing"], res["hold_us"], res.get("late", 0)
         phases["hold_s"] = round(res["held_s"], 4)  # the GPU idled in hold kernels this long (busy to nvidia-smi)
         harness.synchronize(device)
-        phases["timing_s"] = time.monotonic() - t3
+        phases["timing_s"] = time.monotonic() - t4
         phases["audits"] = state["audits"]
         # the slots hold the last timed output of each input set, checked like the trials
         release_slots()

@@ -20,8 +20,10 @@ class JudgeConfig:
     staged_runners: int = 4
     # idle run processes kept per device (torch imported, CUDA context made, ~0.6 GB of GPU memory each;
     # one on the CPU device). Under load one starts in ~8 s on the H200 box and each evaluation takes
-    # one, so this many starting at once caps evaluations at about idle_runners x 7.5 a minute
-    idle_runners: int = 8
+    # one, so this many starting at once caps evaluations at about idle_runners x 7.5 a minute; with 8,
+    # evaluations waited for theirs (ready p50 1.1-1.8 s, the device idle 7-9 s of 90), with 16 they did
+    # not (p50 0.04 s; docs/performance.md, twelfth session). Lower it on a GPU with little memory
+    idle_runners: int = 16
     # idle build processes kept ready (torch and Triton imported, no GPU): a build does not wait for
     # Python and torch to start, 4-5 s on the H200 box (one on the CPU device)
     staged_builders: int = 4

@@ -9,9 +9,9 @@ Reads one JSON request per line on stdin and answers one JSON line per result on
   {"mode": "prepare", ...}   the task's profile (FLOPs, bytes, speed of light, reference timing:
                              computed once, cached per task source, device name and torch version)
                              and poisoned output slots for the candidate to fill (harness.make_slots)
-  {"mode": "check", "row": i, "header": [...]}   while the candidate runs its next trials (untimed):
-                             the reference output of trial i against its slot; "deferred" when the
-                             device lacks the memory for it now (compare checks it then)
+  {"mode": "check", ...}     the candidate has filled the trials' slots and waits, alive, to be
+                             timed: reference outputs for the trial seeds against them (what cannot
+                             be checked now, for lack of device memory, is left to compare)
   {"mode": "compare", ...}   after the candidate process has exited: reference outputs for the
                              trial seeds not checked yet and the timed calls' rechecks, compared with
                              what the candidate left in the slots
@@ -314,7 +314,8 @@ def _model(req: dict, task_mod, device: torch.device, held: dict):
 
 def compare(req: dict, task_mod, device: torch.device, held: dict, phases: dict | None = None) -> dict:
     """Reference outputs for the trial seeds and the timed calls' rechecks against what the candidate
-    left in the slots (it has exited); the trials checked early (check_early) are not checked again.
+    left in the slots (it has exited); the trials checked before the timing (check_trials) are not
+    checked again.
     `phases` gets the seconds spent making inputs, in the reference's forwards and comparing."""
     seeds, dists = req["seeds"], held.get("dists") or ["normal"] * len(req["seeds"])
     own_rms = (held.get("prof") or {}).get("out_rms") or []
@@ -341,53 +342,39 @@ def compare(req: dict, task_mod, device: torch.device, held: dict, phases: dict 
     return {"passed": passed, "mismatch": None, "dists": dists, "skipped": skipped}
 
 
-# An early check runs beside the candidate's next trials: only with this many times the task's bytes
-# (inputs, outputs, weights) free on the device, so that neither process runs out of memory
-EARLY_HEADROOM = 4
-EARLY_HEADROOM_MIN = 1 << 30
-EARLY_CACHED_MAX = 256 << 20
-
-
-def check_early(req: dict, task_mod, device: torch.device, held: dict, phases: dict) -> dict:
-    """One trial's slots checked while the candidate runs its next trials (both untimed; the judge times
-    the candidate only once this has answered). Trials are checked in order; one that cannot be checked
-    now (too little free device memory, out of memory) is "deferred", and it and every later one are
-    checked by compare after the candidate has exited, as without early checks."""
-    row = req.get("row")
-    seeds = req["seeds"]
+def check_trials(req: dict, task_mod, device: torch.device, held: dict, phases: dict) -> dict:
+    """The trials' slots against the reference, before the candidate is timed (it waits, alive: wrong
+    outputs are never timed). Rows in order on the evaluation's one model; those it cannot check now
+    (out of device memory beside the waiting candidate, the problem file changed) are left to compare,
+    after the candidate has exited, as without this check."""
+    seeds, trials = req["seeds"], req.get("trials") or []
+    checked = held.setdefault("checked", {})
     # the problem file must be the one prepare saw: compare reports an edit made since
-    if held.get("slots") is None or held.get("deferred") or not isinstance(row, int) \
-            or row != len(held.setdefault("checked", {})) or row >= len(seeds) \
-            or held.get("task_sha") is None or _file_sha(req["task_path"]) != held["task_sha"]:
-        held["deferred"] = True
-        return {"row": row, "status": "deferred"}
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        need = EARLY_HEADROOM * int((held.get("prof") or {}).get("bytes") or 0) + EARLY_HEADROOM_MIN
-        if free < need:
-            held["deferred"] = True
-            return {"row": row, "status": "deferred", "free_bytes": free, "need_bytes": need}
+    if held.get("slots") is None or held.get("task_sha") is None or _file_sha(req["task_path"]) != held["task_sha"]:
+        return {"rows": 0, "passed": 0, "mismatch": None, "deferred": True}
     dists = held.get("dists") or ["normal"] * len(seeds)
     own_rms = (held.get("prof") or {}).get("out_rms") or []
     clock = _Clock(device, phases)
+    passed, deferred = 0, False
     try:
         model = _model(req, task_mod, device, held)
-        # the candidate is alive: its slot files (CPU) are read into memory of our own, which it cannot
-        # truncate under us; a CUDA slot is the worker's own allocation
-        slot_row = _private_copy(held["slots"][row], held["wire"][row])
-        status, bad = check_row(req, task_mod, device, model, row, req.get("header"), slot_row,
-                                held["wire"][row], dists[row], own_rms, clock)
+        for row in range(len(seeds)):
+            # the candidate is alive: its slot files (CPU) are read into memory of our own, which it
+            # cannot truncate under us; a CUDA slot is this worker's own allocation
+            status, bad = check_row(req, task_mod, device, model, row, trials[row] if row < len(trials) else None,
+                                    _private_copy(held["slots"][row], held["wire"][row]), held["wire"][row],
+                                    dists[row], own_rms, clock)
+            if bad:
+                return {"rows": len(checked), "passed": passed, "mismatch": bad}
+            checked[row] = status
+            passed += status == "passed"
     except torch.OutOfMemoryError:
-        held["deferred"] = True
-        status, bad = "deferred", None
+        deferred = True
+        gc.collect()
     finally:
-        # what this check allocated (freed: nothing of it is kept) goes back to the device for the
-        # candidate's next trials; a small remainder stays cached (an empty_cache costs a device sync)
-        if device.type == "cuda" and torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) > EARLY_CACHED_MAX:
+        if device.type == "cuda":  # what the checks allocated goes back to the device for the candidate
             torch.cuda.empty_cache()
-    if status != "deferred" and bad is None:
-        held["checked"][row] = status
-    return {"row": row, "status": status, "mismatch": bad}
+    return {"rows": len(checked), "passed": passed, "mismatch": None, "deferred": deferred}
 
 
 def _private_copy(slot_row: list, wire_row: list) -> list:
@@ -515,7 +502,7 @@ def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks
     task_mod = harness.load_module(t["task_path"], "reference_problem")
     if mode == "check":
         phases = {}
-        return {"ok": True, **check_early(req, task_mod, device, held, phases), "phases": phases}
+        return {"ok": True, **check_trials(req, task_mod, device, held, phases), "phases": phases}
     if mode == "compare":
         if held.get("task_sha") is None or _file_sha(t["task_path"]) != held.get("task_sha"):
             # the problem file changed while the candidate ran: never compare against it

@@ -11,8 +11,8 @@ One submission travels:
      device slot is free (one measurement per GPU at a time), the device's reference worker (a
      trusted process, one per GPU, that never sees candidate code) hands out poisoned output slots;
      the candidate process imports the submission from the cache, runs the correctness trials on
-     fresh seeds, copies its outputs into the slots (the reference worker checks each trial while
-     the next ones run: TrialChecks), times itself once those checks are over, exits.
+     fresh seeds, copies its outputs into the slots, waits while the reference worker checks them
+     (wrong outputs are never timed), times itself, exits.
      Candidate code never runs on a GPU outside its own device slot, nor beside another's timing.
   4. judge: the reference worker makes the reference outputs of the timed calls it rechecks (and of
      trials it could not check early) and compares them with the slots; the task's profile (t_ref,
@@ -295,7 +295,7 @@ class Judge:
         ext_dir = self.cfg.cache_dir / "torch_extensions" / build_key(source)
         triton_dir = cfg.cache_dir / "triton"
         v = Verdict(task.task_id, Stage.BUILD.value)
-        builder = cand = ref = checks = None
+        builder = cand = ref = None
         released = False  # the reference worker has given its device memory back
         # both candidate processes compile with the same header, or the run process would build again
         pch_dir = self._pch.dir if self._pch else None
@@ -395,16 +395,12 @@ class Judge:
                             v.details["quiet_timing"] = quiet
                         # no run process starts its GPU work while this candidate runs; when nobody
                         # waits for the device, the ones already warming up finish first
-                        # the reference worker checks each trial while the candidate runs the next ones
-                        checks = TrialChecks(self, ref, ref_req)
-                        try:
-                            async with self._timing_window(gpu, self.cfg.quiet_warm_wait_s if quiet else 0.0):
-                                run = await self._run_candidate(cand, prep["slots"], quiet, checks)
-                        finally:
-                            await asyncio.shield(checks.close())
+                        async with self._timing_window(gpu, self.cfg.quiet_warm_wait_s if quiet else 0.0):
+                            run = await self._run_candidate(cand, prep["slots"], quiet, ref, ref_req)
                         await cand.close()  # the candidate is gone before the rest is compared
                         v.timings["run_s"] = round(time.monotonic() - t_c, 3)
-                        v.details["ref_phases"]["checks"] = checks.summary()
+                        if run.get("check"):
+                            v.details["ref_phases"]["check"] = run["check"]
                         if run.get("phases"):
                             v.details["run_phases"] = run["phases"]
                         if run.get("failed") and run.get("stage") == Stage.BUILD.value:
@@ -415,8 +411,8 @@ class Judge:
                             v.details.update(run.get("details", {}))
                             return v
                         t_c = time.monotonic()
-                        if checks.mismatch:  # a trial's outputs were wrong: not timed, nothing more to compare
-                            res = {"compare": {"passed": checks.passed, "mismatch": checks.mismatch}}
+                        if run.get("mismatch"):  # a trial's outputs were wrong: not timed, nothing more to compare
+                            res = {"compare": {"passed": run["passed"], "mismatch": run["mismatch"]}}
                         else:
                             res = await self._ask(ref, {"mode": "compare", **ref_req, "trials": run.get("trials"),
                                                         "rechecks": run.get("rechecks")})
@@ -436,8 +432,7 @@ class Judge:
                     finally:  # what holds device memory is gone before the next measurement starts
                         await asyncio.shield(cand.close())
                         if ref is not None and not released:
-                            if checks is not None and not checks.task.done():
-                                # cancelled while a check was under way: its answer would be read as the
+                            if ref.asking:  # cancelled while it worked: its answer would be read as the
                                 # next request's, so this worker goes
                                 await asyncio.shield(self._drop_reference(gpu, ref))
                             else:
@@ -624,12 +619,12 @@ class Judge:
                                             cand.output(), limit)
         return v
 
-    async def _run_candidate(self, cand: Proc, slots: list, timing: dict | None = None,
-                             checks: "TrialChecks | None" = None) -> dict:
+    async def _run_candidate(self, cand: Proc, slots: list, timing: dict | None = None, ref: Proc | None = None,
+                             ref_req: dict | None = None) -> dict:
         """Drive the run phase; a dict with outputs/times, or failed=True with kind and feedback.
         `timing`: changes to the plan's timing rule, decided when the slot is this evaluation's.
-        `checks`: each filled trial goes to it; the timing waits for its answers, and a mismatch it
-        finds ends the run at once (the dict has no times then; checks.mismatch says why)."""
+        `ref`: the reference worker checks the trials' outputs before the candidate is timed; when they
+        are wrong the run ends there ("mismatch" and "passed" in the dict, no times)."""
         cfg, limit = self.cfg, self.cfg.feedback_max_chars
         deadline = time.monotonic() + cfg.run_timeout_s
         # The runner stamps every line after "go" with this token; the submission runs in the same
@@ -644,10 +639,7 @@ class Judge:
                     "feedback": fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit)}
         got: dict = {}
         while True:
-            msg = await _next_or_mismatch(cand, checks, max(0.0, deadline - time.monotonic()))
-            if msg is None:  # an early check found wrong outputs: the candidate goes, untimed
-                cand.kill()
-                return got
+            msg = await cand.next_message(max(0.0, deadline - time.monotonic()))
             ev = msg.get("event")
             if ev not in ("timeout", "eof", "garbage") and msg.get("token") != token:  # those three are Proc's own
                 cand.kill()
@@ -655,19 +647,18 @@ class Judge:
                         "feedback": "A message on the evaluator's result channel was not from the evaluator's runner "
                                     "(forged results: writing to the evaluator's pipes is not allowed); the run is "
                                     "discarded."}
-            if ev == "filled":
-                if checks is not None:
-                    checks.submit(msg.get("trial"), msg.get("header"))
-            elif ev == "outputs":
+            if ev == "outputs":
                 got["trials"] = msg.get("trials")
-                if checks is not None:
+                if ref is not None:  # the trials are checked now: wrong outputs are never timed
                     t_w = time.monotonic()
-                    await checks.finish()  # the worker's GPU work is over before the timing starts
-                    checks.done_t = time.monotonic()
-                    checks.wait_s = checks.done_t - t_w
-                    if checks.mismatch:
+                    chk = await self._ask(ref, {"mode": "check", **ref_req, "trials": got["trials"]})
+                    got["check"] = {**(chk.get("phases") or {}), "rows": chk.get("rows"), "deferred": chk.get("deferred"),
+                                    "s": round(time.monotonic() - t_w, 4), "done_t": time.monotonic()}
+                    if chk.get("mismatch"):
                         cand.kill()
+                        got.update(mismatch=chk["mismatch"], passed=chk.get("passed", 0))
                         return got
+                # the timing starts on our word: the worker's GPU work is over (it synchronised)
                 await cand.send(json.dumps({"cmd": "time"}))  # a process that died says so with "eof"
             elif ev == "timed":
                 got["times_ms"], got["calls"] = msg.get("times_ms"), msg.get("calls")
@@ -769,10 +760,13 @@ class Judge:
         await self._discard(ref)
 
     async def _ask(self, ref: Proc, req: dict, timeout: float | None = None) -> dict:
-        """One request to the reference worker. Its failures are the judge's, never the candidate's."""
+        """One request to the reference worker. Its failures are the judge's, never the candidate's.
+        `asking` stays set when the wait is cancelled: the answer still to come belongs to no one."""
+        ref.asking = True
         if not await ref.send(json.dumps(req)):
             raise JudgeInternalError("reference worker died: " + ref.output()[-1500:])
         msg = await ref.next_message(timeout or self.cfg.reference_timeout_s)
+        ref.asking = False
         if msg.get("event") in ("timeout", "eof", "garbage"):
             raise JudgeInternalError(f"reference worker {msg.get('event')}: " + ref.output()[-1500:])
         if not msg.get("ok"):
@@ -881,82 +875,6 @@ class Judge:
                 yield
             finally:
                 self._dev_busy_s[gpu] += time.monotonic() - t
-
-
-class TrialChecks:
-    """The reference worker checks each trial's outputs while the candidate runs its next trials (both
-    untimed, inside the device slot): most of the reference's forwards leave the slot's critical path,
-    and wrong outputs end an evaluation before its timing. The candidate is timed only once every
-    check has answered (the worker synchronises its device before it answers): no other process's GPU
-    work runs in a timing. One request at a time, rows in order (the worker answers in order); a row
-    the worker defers (too little free device memory) and all later ones are left to compare."""
-
-    def __init__(self, judge: "Judge", ref: Proc, ref_req: dict):
-        self.judge, self.ref, self.ref_req = judge, ref, ref_req
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.mismatch: dict | None = None
-        self.passed = self.rows = 0
-        self.deferred = False
-        self.wait_s = 0.0  # the candidate waited this long after its trials for the last checks
-        self.done_t = None  # when they had all answered (time.monotonic)
-        self.phases: dict = {}
-        self.task = asyncio.ensure_future(self._work())
-
-    def submit(self, row, header) -> None:
-        self.queue.put_nowait((row, header))
-
-    async def _work(self) -> None:
-        while True:
-            item = await self.queue.get()
-            if item is None:
-                return
-            if self.deferred:
-                continue
-            row, header = item
-            res = await self.judge._ask(self.ref, {"mode": "check", **self.ref_req, "row": row, "header": header})
-            for k, x in (res.get("phases") or {}).items():
-                if isinstance(x, (int, float)):
-                    self.phases[k] = round(self.phases.get(k, 0.0) + x, 4)
-            if res.get("status") == "deferred":
-                self.deferred = True
-            elif res.get("mismatch"):
-                self.mismatch = res["mismatch"]
-                return
-            else:
-                self.rows += 1
-                self.passed += res.get("status") == "passed"
-
-    async def finish(self) -> None:
-        """Every check submitted has answered; raises the judge's own failure (JudgeInternalError)."""
-        self.queue.put_nowait(None)
-        await self.task
-
-    async def close(self) -> None:
-        """No more checks; the one under way answers first (the worker must not be asked anything else)."""
-        self.queue.put_nowait(None)
-        await asyncio.gather(self.task, return_exceptions=True)
-        if self.task.done() and not self.task.cancelled() and self.task.exception() is not None:
-            raise self.task.exception()
-
-    def summary(self) -> dict:
-        return {**self.phases, "rows": self.rows, "deferred": self.deferred, "wait_s": round(self.wait_s, 4),
-                "done_t": self.done_t}
-
-
-async def _next_or_mismatch(cand: Proc, checks: TrialChecks | None, timeout: float) -> dict | None:
-    """The candidate's next message, or None as soon as an early check has found a mismatch."""
-    if checks is None or checks.task.done():
-        msg = await cand.next_message(timeout)
-    else:
-        getter = asyncio.ensure_future(cand.next_message(timeout))
-        await asyncio.wait({getter, checks.task}, return_when=asyncio.FIRST_COMPLETED)
-        if not getter.done():
-            getter.cancel()
-            await asyncio.gather(getter, return_exceptions=True)
-            await checks.task  # the judge's own failure is raised here
-            return None if checks.mismatch else await cand.next_message(timeout)
-        msg = getter.result()
-    return None if checks is not None and checks.mismatch else msg
 
 
 def cuda_arch_list(gpu: int) -> str | None:
