@@ -38,8 +38,14 @@ Definitions (one harness, its load phase unless said otherwise):
   timing (the candidate waits; wrong outputs are never timed): the judge's seconds for that request.
 - mean waiting for build slot / device: the judge's waiting_build / waiting_device from /stats every
   2 s of the load (env only).
+- run process CPU s per evaluation: the run processes' share of all CPUs (cpu_monitor.py) over the
+  load window, per evaluation that finished (pooled starts included); by stage, each correct
+  evaluation's own getrusage at its stages (start: interpreter and imports; warm: CUDA context and
+  our kernels; plan: the task's import; trials; timing); by thread name, the mean per evaluation.
 """
 from __future__ import annotations
+
+import os
 
 
 def pct(xs: list, p: float):
@@ -147,6 +153,18 @@ def summarize(res: dict, gpu_mon=None, gpus=None, cpu_mon=None) -> dict:
             # the reference worker's check of the trials, between them and the timing
             out["slot_p50_s"]["check_s"] = pct([((r.get("ref_phases") or {}).get("check") or {}).get("s")
                                                 for r in ev if r.get("correct")], 50)
+        # where a run process's CPU goes, by stage (its own claim: getrusage at each stage) and by thread
+        cpu_st = [p["cpu_s"] for p in ph if isinstance(p.get("cpu_s"), dict) and "done" in p["cpu_s"]]
+        if cpu_st:
+            stages = (("start", None, "imported"), ("warm", "imported", "warmed"), ("plan", "warmed", "ready"),
+                      ("trials", "ready", "outputs"), ("timing", "outputs", "done"), ("total", None, "done"))
+            out["run_cpu_p50_s"] = {name: pct([c.get(b, 0) - (c.get(a, 0) if a else 0) for c in cpu_st if b in c], 50)
+                                    for name, a, b in stages}
+            threads: dict = {}
+            for p in ph:
+                for k, v in (p.get("thread_cpu_s") or {}).items():
+                    threads[k] = threads.get(k, 0.0) + v / len(cpu_st)
+            out["run_cpu_threads_mean_s"] = dict(sorted(threads.items(), key=lambda kv: -kv[1])[:5])
         # measurements taken again: their calls spread wider than timing_retime_spread (disturbed)
         first = [p["timing_spreads"] for p in ph if p.get("timing_spreads")]
         if first:
@@ -164,6 +182,9 @@ def summarize(res: dict, gpu_mon=None, gpus=None, cpu_mon=None) -> dict:
         cpu = cpu_mon.usage(ld["t0"], ld["t1"]) if cpu_mon is not None else None
         if cpu:
             out["cpu_busy_pct"], out["cpu_niced_pct"], out["cpu_by_kind_pct"] = cpu["busy_pct"], cpu["niced_pct"], cpu["by_kind"]
+            if ev:  # all run processes' CPU (pooled starts included) over the evaluations that finished
+                out["run_cpu_per_eval_s"] = (cpu["by_kind"].get("run processes", 0.0) / 100 * (os.cpu_count() or 1)
+                                             * ld["window_s"] / len(ev))
         # ordered timing's hold kernels keep the GPU "busy" to nvidia-smi while it waits for the host
         held = [(r.get("run_phases") or {}).get("hold_s") for r in ev + list(ld.get("probes") or [])]
         if any(x is not None for x in held):
@@ -216,6 +237,12 @@ def rows(s: dict) -> list[tuple[str, str]]:
                                                           for k in ("prepare_s", "run_s", "reference_s"))),
         ("  run: import / trials / check of the trials / timing s p50",
          " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("import_s", "trials_s", "check_s", "timing_s"))),
+        ("run process CPU s per evaluation (all run processes)", _f(s.get("run_cpu_per_eval_s"))),
+        ("  p50 start / warm / plan / trials / timing (total)",
+         " / ".join(_f((s.get("run_cpu_p50_s") or {}).get(k)) for k in ("start", "warm", "plan", "trials", "timing"))
+         + f" ({_f((s.get('run_cpu_p50_s') or {}).get('total'))})"),
+        ("  by thread, mean s", ", ".join(f"{k} {v:.2f}" for k, v in (s.get("run_cpu_threads_mean_s") or {}).items())
+         or "n/a"),
         ("cold eval latency s (its build s)", f"{_f(s.get('cold_latency_s'))} ({_f(s.get('cold_build_s'))})"),
         ("warm eval latency s", _f(s.get("warm_latency_s"))),
         ("overhead/turn s alone p50", _f(s.get("overhead_alone_p50_s"))),

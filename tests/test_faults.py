@@ -251,3 +251,44 @@ def test_candidate_has_no_capabilities_and_hidden_files_stay_hidden(mode, hidden
     caps, seen = r.stdout.split(maxsplit=1)
     assert int(caps, 16) == 0, r.stdout  # root outside, nothing inside: no remount, no mknod, no umount
     assert seen.strip() in (("''", "'PermissionError'") if hidden else ("'visible'",)), r.stdout
+
+
+_WRITE = """
+import sys
+from pathlib import Path
+print(Path(sys.argv[1], "cached.pyc").read_text())
+for d in sys.argv[1:]:
+    try:
+        Path(d, "planted.pyc").write_text("poison")
+        print("wrote", d)
+    except OSError as e:
+        print(type(e).__name__, d)
+"""
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unshare"])
+def test_a_read_only_folder_is_read_but_never_written(mode, tmp_path):
+    """How the judge shares torch's compiled bytecode with candidate processes (judge/bytecode_cache.py):
+    they read the folder; none can plant a file there that the next one would load."""
+    import subprocess
+    import sys
+    from kernel_env.judge.sandbox import child_env, isolation, wrap
+    try:
+        isolation(mode)
+    except RuntimeError:
+        pytest.skip(f"{mode} does not work on this machine")
+    cache, scratch = tmp_path / "pycache", tmp_path / "scratch"
+    cache.mkdir()
+    scratch.mkdir()
+    (cache / "cached.pyc").write_text("compiled")
+    work = tmp_path / "evals" / "w"
+    work.mkdir(parents=True)
+    r = subprocess.run(wrap(mode, [sys.executable, "-c", _WRITE, str(cache), str(scratch)], work, [scratch],
+                            readonly=[cache]),
+                       env=child_env(work, {}), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "compiled"
+    assert lines[1] in (f"OSError {cache}", f"PermissionError {cache}"), r.stdout  # read-only file system
+    assert lines[2] == f"wrote {scratch}", r.stdout  # the folders it may write stay writable
+    assert not (cache / "planted.pyc").exists()

@@ -30,7 +30,8 @@ def _children_of_us():
     out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(os.getpid())], capture_output=True, text=True).stdout
     # the precompiled-header builder (judge/prebuild.py) is the cache's, not an evaluation's: it may
     # outlive one; it ends by itself
-    return [l for l in out.splitlines() if "kernel_env" in l and "kernel_env.judge.prebuild" not in l]
+    return [l for l in out.splitlines() if "kernel_env" in l and "kernel_env.judge.prebuild" not in l
+            and "kernel_env.judge.bytecode_cache" not in l]
 
 
 def _leftovers(judge):
@@ -619,3 +620,37 @@ def test_the_reference_worker_checks_the_trials_before_the_timing_and_compare_do
     assert got["rows"] == 0 and got["deferred"]
     res = ask("compare", held, trials=trials, rechecks=[])
     assert res["compare"]["mismatch"]["what"] == "tampered"
+
+
+def test_candidate_processes_load_torch_compiled_by_the_judge_and_cannot_write_it(cache_dir, tmp_path):
+    """A trusted process compiles what candidate processes import into the cache, once (its bytecode:
+    judge/bytecode_cache.py); candidates load it from there instead of compiling torch's sources."""
+    import importlib.util
+    from kernel_env.judge import bytecode_cache
+    from kernel_env.judge.sandbox import PYTHON
+    judge = make_judge(cache_dir)
+    asyncio.run(judge._bytecode.ready())
+    folder = judge._bytecode.dir
+    assert folder == bytecode_cache.cache_folder(cache_dir) and list(folder.glob("ready-*"))
+    prefix = sys.pycache_prefix
+    try:
+        sys.pycache_prefix = str(folder)
+        compiled = importlib.util.cache_from_source(torch.__file__)
+    finally:
+        sys.pycache_prefix = prefix
+    assert Path(compiled).is_file() and Path(compiled).is_relative_to(folder)
+    # a candidate process (the judge's sandbox and environment) loads it, and cannot plant a file there
+    work = Path(judge.work_root) / "probe"
+    work.mkdir()
+    code = ("import torch, sys, pathlib\ntry:\n    pathlib.Path(sys.argv[1], 'planted.pyc').write_text('x')\n"
+            "except OSError as e:\n    print('refused', type(e).__name__)")
+    argv, env = asyncio.run(judge._candidate_command("build", [PYTHON, "-v", "-c", code, str(folder)], work, 0,
+                                                     tmp_path, tmp_path, None))
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert f"code object from '{compiled}'" in r.stderr, r.stderr[-3000:]
+    assert "refused" in r.stdout and not (folder / "planted.pyc").exists(), r.stdout
+    # a judge started again finds the folder filled: no process
+    again = make_judge(cache_dir)
+    assert again._bytecode._proc is None
+    asyncio.run(judge.aclose())
+    asyncio.run(again.aclose())

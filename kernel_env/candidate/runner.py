@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import sys
 import time
 import traceback
@@ -69,6 +70,28 @@ def _tampered() -> str | None:
     if (time.perf_counter, time.monotonic) != _SAVED_TIME:
         changed.append("time.perf_counter/monotonic")
     return ", ".join(changed) or None
+
+
+def _cpu_s() -> float:
+    """This process's CPU seconds so far (all threads): where a run process's CPU goes, for the benchmarks."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return round(r.ru_utime + r.ru_stime, 3)
+
+
+def _thread_cpu_s() -> dict:
+    """CPU seconds per thread name (Linux): a helper thread that spins shows here."""
+    out: dict = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+            name = head.split("(", 1)[1].rstrip("0123456789") or "?"
+            f_ = rest.split()
+            out[name] = round(out.get(name, 0.0) + (int(f_[11]) + int(f_[12])) / tick, 3)
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
 
 
 class Rejected(Exception):
@@ -155,6 +178,7 @@ def main() -> int:
         triton = None
     # The first GPU work (the CUDA context, loading our kernels' device code, Triton's first launch)
     # waits for the judge's word: it keeps it out of another candidate's timing on this device
+    cpu = {"imported": _cpu_s()}  # CPU seconds at each stage (diagnosis only, a claim)
     harness.emit(fd, {"event": "imported"})
     try:
         if json.loads(sys.stdin.readline() or "{}").get("cmd") != "warm":
@@ -166,6 +190,7 @@ def main() -> int:
         harness.warm_kernels(device)
         if triton is not None:
             _warm_triton(device)
+    cpu["warmed"] = _cpu_s()
     harness.emit(fd, {"event": "warmed"})
 
     # The plan holds this evaluation's seeds: it comes on stdin, never through a file another
@@ -180,6 +205,7 @@ def main() -> int:
         torch.set_num_threads(plan.get("cpu_threads", 1))
     task = harness.load_module(plan["task_path"], "reference_problem")
     sys.modules.pop("reference_problem", None)  # the submission has no business with the reference
+    cpu["ready"] = _cpu_s()
     harness.emit(fd, {"event": "ready"})
 
     try:
@@ -194,7 +220,7 @@ def main() -> int:
         _SAVED["emit"](fd, {**msg, "token": token} if token else msg)
 
     # candidate code from here on: the device slot is ours
-    phases = {}
+    phases = {"cpu_s": cpu}
     t0 = time.monotonic()
     fast_build.install()  # load_inline, built faster (same module); the watch below wraps it
     watch.install_extension_hooks()  # before the import: the modules load_inline builds report calls
@@ -270,6 +296,7 @@ def main() -> int:
             if i < plan["timing_sets"]:
                 kept.append((seed, args))
             del out
+        cpu["outputs"] = _cpu_s()
         emit({"event": "outputs", "trials": headers})
         t3 = time.monotonic()
         phases["trials_s"] = t3 - t2
@@ -340,6 +367,7 @@ def main() -> int:
         harness.synchronize(device)
         phases["timing_s"] = time.monotonic() - t4
         phases["audits"] = state["audits"]
+        cpu["done"], phases["thread_cpu_s"] = _cpu_s(), _thread_cpu_s()
         # the slots hold the last timed output of each input set, checked like the trials
         release_slots()
         emit({"event": "done", "rechecks": [recheck_headers.get(j, []) for j in range(len(kept))],

@@ -79,8 +79,11 @@ def _limits(max_file_bytes: int | None, mem_bytes: int | None = None, nofile: in
 
 _ISOLATION: dict[str, str] = {}
 SETPRIV = shutil.which("setpriv")
-# root in a mount namespace of its own: each named file becomes /dev/null, then the real command
-_MASK_SH = 'while [ "$1" != "--" ]; do mount --bind /dev/null "$1" || exit 97; shift; done; shift; exec "$@"'
+# root in a mount namespace of its own: each named file becomes /dev/null, each "ro:"-prefixed folder
+# read-only, then the real command
+_MASK_SH = ('while [ "$1" != "--" ]; do case "$1" in '
+            'ro:*) d="${1#ro:}"; { mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" "$d"; } || exit 97;; '
+            '*) mount --bind /dev/null "$1" || exit 97;; esac; shift; done; shift; exec "$@"')
 
 
 def gpu_device_nodes() -> list[str]:
@@ -92,11 +95,14 @@ def gpu_device_nodes() -> list[str]:
     return found
 
 
-def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tuple = ()) -> list:
+def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tuple = (),
+         readonly: list | tuple = ()) -> list:
     """argv run inside the chosen isolation. `writable`: folders the candidate may write besides its own.
     Under bwrap the folder holding all evaluation folders is replaced by an empty one, so a candidate
     sees only its own; everything else (the Python install, the project) is visible read-only.
-    `hide`: files that cannot be opened (bwrap: a nodev /dev/null) or read as /dev/null (unshare) inside."""
+    `hide`: files that cannot be opened (bwrap: a nodev /dev/null) or read as /dev/null (unshare) inside.
+    `readonly`: folders the candidate reads but must not write (bwrap: all but `writable` already;
+    unshare: bound read-only in its mount namespace; none: not enforced)."""
     if mode == "bwrap":
         args = ["bwrap", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
                 "--tmpfs", str(workdir.parent)]
@@ -111,8 +117,8 @@ def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tupl
         inner = list(argv)
         if SETPRIV:  # drop every capability: no mount (so no undoing `hide`), no mknod, no module loading
             inner = [SETPRIV, "--bounding-set", "-all", "--inh-caps", "-all", "--no-new-privs", "--", *inner]
-        if hide:
-            inner = ["sh", "-c", _MASK_SH, "sh", *map(str, hide), "--", *inner]
+        if hide or readonly:
+            inner = ["sh", "-c", _MASK_SH, "sh", *map(str, hide), *(f"ro:{d}" for d in readonly), "--", *inner]
         return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--", *inner]
     return list(argv)
 

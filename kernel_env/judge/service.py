@@ -41,7 +41,7 @@ from pathlib import Path
 from ..candidate.fast_build import BUILT_MANIFEST
 from ..tasks import Task, TaskSet
 from . import feedback as fb
-from . import prebuild
+from . import bytecode_cache, prebuild
 from .checks import check_source
 from .config import JudgeConfig
 from .sandbox import PYTHON, Proc, child_env, describe_exit, gpu_device_nodes, isolation, wrap
@@ -69,6 +69,9 @@ class Judge:
         # torch/extension.h precompiled for the candidates' builds, made in the background (prebuild.py)
         self._pch = (prebuild.Background(self.cfg.cache_dir, self.cfg.device == "cuda", self.cfg.pch_variants)
                      if self.cfg.precompiled_header else None)
+        # torch's bytecode for the candidate processes, compiled once by a trusted one (bytecode_cache.py)
+        self._bytecode = (bytecode_cache.Warm(self.cfg.cache_dir, child_env(self.work_root, {"CUDA_VISIBLE_DEVICES": ""}))
+                          if self.cfg.bytecode_cache else None)
         self._build_sem = asyncio.Semaphore(self.cfg.build_slots)
         slots = self.cfg.gpus if self.cfg.device == "cuda" else (0,)
         # the GPU arch torch would pick itself: the build process has no GPU to ask
@@ -226,6 +229,8 @@ class Judge:
         """Cancel evaluations still running; each kills its processes and removes its files."""
         if self._pch:
             self._pch.stop()
+        if self._bytecode:
+            self._bytecode.close()
         tasks = [t for t in self._inflight if t is not asyncio.current_task()]
         for t in tasks:
             t.cancel()
@@ -585,16 +590,28 @@ class Judge:
                                pch_dir: str | None) -> Proc:
         """A candidate process: "build" without the GPU (its device files hidden), "run" with it."""
         cfg = self.cfg
-        hide = self._hide if mode == "build" else ()
-        argv = wrap(self.isolation, [PYTHON, "-m", "kernel_env.candidate.runner", mode, str(workdir)], workdir,
-                    [ext_dir, triton_dir], hide=hide)
-        env = self._env(workdir, gpu, trusted=False, ext_dir=ext_dir, pch_dir=pch_dir)
-        if mode == "build":
-            env["CUDA_VISIBLE_DEVICES"] = ""
+        argv, env = await self._candidate_command(mode, [PYTHON, "-m", "kernel_env.candidate.runner", mode, str(workdir)],
+                                                  workdir, gpu, ext_dir, triton_dir, pch_dir)
         return await Proc.start(argv, workdir, env, cfg.output_cap_bytes, max_file_bytes=cfg_max_file_bytes(cfg),
                                 mem_bytes=cfg.candidate_memory_bytes if cfg.device == "cpu" else None, untrusted=True,
                                 nice=cfg.build_nice if mode == "build" else 0,
                                 idle_sched=cfg.build_sched_idle and mode == "build")
+
+    async def _candidate_command(self, mode: str, argv: list, workdir: Path, gpu: int, ext_dir: Path, triton_dir: Path,
+                                 pch_dir: str | None) -> tuple[list, dict]:
+        """argv wrapped in the sandbox, and the environment, of a candidate process of `mode`."""
+        hide = self._hide if mode == "build" else ()
+        readonly = []
+        if self._bytecode:  # torch's bytecode, compiled by the judge: read, never written
+            await self._bytecode.ready()
+            readonly.append(self._bytecode.dir)
+        argv = wrap(self.isolation, argv, workdir, [ext_dir, triton_dir], hide=hide, readonly=readonly)
+        env = self._env(workdir, gpu, trusted=False, ext_dir=ext_dir, pch_dir=pch_dir)
+        if self._bytecode:
+            env[bytecode_cache.ENV] = str(self._bytecode.dir)
+        if mode == "build":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        return argv, env
 
     async def _fail_build(self, v: Verdict, cand: Proc, msg: dict) -> Verdict:
         ev = msg.get("event")
@@ -670,7 +687,9 @@ class Judge:
                                      if isinstance(v, (int, float))
                                      or (k in ("trial_steps_s", "timing_spreads") and isinstance(v, list)
                                          and len(str(v)) < 2000)
-                                     or (k == "module_sha" and isinstance(v, str) and len(v) <= 64)}
+                                     or (k == "module_sha" and isinstance(v, str) and len(v) <= 64)
+                                     or (k in ("cpu_s", "thread_cpu_s") and isinstance(v, dict) and len(str(v)) < 2000
+                                         and all(isinstance(x, (int, float)) for x in v.values()))}
                 break
             elif ev == "timeout":
                 cand.kill()
