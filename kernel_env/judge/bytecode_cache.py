@@ -18,8 +18,10 @@ import hashlib
 import importlib.util
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,13 +65,17 @@ class Warm:
             return
         env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env[ENV] = str(self.dir)
+        self._home = tempfile.mkdtemp(prefix="kernel_env_bytecode_")  # what torch writes at import goes with it
+        env["HOME"] = env["TMPDIR"] = self._home
+        self._err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty import never blocks on it
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "kernel_env.judge.bytecode_cache"], env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                stdout=subprocess.DEVNULL, stderr=self._err, start_new_session=True)
         except OSError as e:
             log.warning("bytecode cache: could not start its process (%s); candidates compile from source", e)
             self._proc = None
+            shutil.rmtree(self._home, ignore_errors=True)
 
     async def ready(self) -> None:
         """Wait (without blocking the event loop) until the process has ended, at most until its deadline."""
@@ -89,9 +95,10 @@ class Warm:
         if self._proc is None:
             return
         rc = self._proc.wait()
-        err = self._proc.stderr.read().decode("utf-8", "replace")[-2000:] if self._proc.stderr else ""
-        if self._proc.stderr:
-            self._proc.stderr.close()
+        shutil.rmtree(self._home, ignore_errors=True)
+        self._err.seek(0)
+        err = self._err.read().decode("utf-8", "replace")[-2000:]
+        self._err.close()
         if rc == 0:
             self._stamp.touch()
             log.info("bytecode cache ready in %.1f s: %s", time.monotonic() - self._t0, self.dir)
