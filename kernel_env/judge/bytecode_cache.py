@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .sandbox import PYTHON, child_env
+
 log = logging.getLogger("kernel_env.judge")
 
 ENV = "PYTHONPYCACHEPREFIX"
@@ -52,7 +54,7 @@ class Warm:
     """The trusted process that fills the folder, started at once (in the background); candidate
     processes start once it is done (`ready`), so that even the first ones import compiled code."""
 
-    def __init__(self, cache_dir: Path, env: dict, timeout_s: float = 300.0):
+    def __init__(self, cache_dir: Path, timeout_s: float = 300.0):
         self.dir = cache_folder(cache_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._t0 = time.monotonic()
@@ -63,14 +65,14 @@ class Warm:
         if self._stamp.exists():
             self._done = True
             return
-        env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env[ENV] = str(self.dir)
         self._home = tempfile.mkdtemp(prefix="kernel_env_bytecode_")  # what torch writes at import goes with it
-        env["HOME"] = env["TMPDIR"] = self._home
+        # a candidate process's environment, but writing bytecode, to the folder
+        env = child_env(Path(self._home), {"CUDA_VISIBLE_DEVICES": "", ENV: self.dir})
+        del env["PYTHONDONTWRITEBYTECODE"]
         self._err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty import never blocks on it
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "kernel_env.judge.bytecode_cache"], env=env, stdin=subprocess.DEVNULL,
+                [PYTHON, "-m", "kernel_env.judge.bytecode_cache"], env=env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=self._err, start_new_session=True)
         except OSError as e:
             log.warning("bytecode cache: could not start its process (%s); candidates compile from source", e)

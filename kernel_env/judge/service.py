@@ -70,8 +70,7 @@ class Judge:
         self._pch = (prebuild.Background(self.cfg.cache_dir, self.cfg.device == "cuda", self.cfg.pch_variants)
                      if self.cfg.precompiled_header else None)
         # torch's bytecode for the candidate processes, compiled once by a trusted one (bytecode_cache.py)
-        self._bytecode = (bytecode_cache.Warm(self.cfg.cache_dir, child_env(self.work_root, {"CUDA_VISIBLE_DEVICES": ""}))
-                          if self.cfg.bytecode_cache else None)
+        self._bytecode = bytecode_cache.Warm(self.cfg.cache_dir) if self.cfg.bytecode_cache else None
         self._build_sem = asyncio.Semaphore(self.cfg.build_slots)
         slots = self.cfg.gpus if self.cfg.device == "cuda" else (0,)
         # the GPU arch torch would pick itself: the build process has no GPU to ask
