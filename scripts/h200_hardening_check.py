@@ -183,9 +183,15 @@ def matches(case: dict, res: dict, results: dict) -> bool:
 
 
 # what a candidate process sees: the driver (not torch, whose CUDA_VISIBLE_DEVICES a native kernel could
-# ignore), its capabilities and its network
+# ignore), its capabilities, its network, and which folders it can write (its own only)
 _VIEW = r"""
-import ctypes, json, socket
+import ctypes, json, os, socket, sys
+def writes(d):
+    try:
+        open(os.path.join(d, "kernel_env_view_probe"), "w").close()
+        return True
+    except OSError:
+        return False
 try:
     cuda = ctypes.CDLL("libcuda.so.1")
     rc = cuda.cuInit(0)
@@ -194,12 +200,15 @@ try:
 except OSError as e:
     rc, count = f"no driver ({e})", 0
 caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0]
-print(json.dumps({"cuInit": rc, "devices": count, "cap_eff": caps, "net": [n for _, n in socket.if_nameindex()]}))
+print(json.dumps({"cuInit": rc, "devices": count, "cap_eff": caps, "net": [n for _, n in socket.if_nameindex()],
+                  "writes": {d: writes(d) for d in sys.argv[1:]}}))
 """
 
 
-def sandbox_view(device: str) -> list[dict]:
-    """The build and the run process of the judge, wrapped as the judge wraps them, report what they reach."""
+def sandbox_view(device: str, cache_dir: Path) -> list[dict]:
+    """The build and the run process of the judge, wrapped as the judge wraps them, report what they reach
+    (the GPU: build no, run yes) and which folders they can write (their own, not the project's code, the
+    judge's cache or the folder holding theirs)."""
     from kernel_env.judge.sandbox import child_env, gpu_device_nodes, isolation, wrap
     mode = isolation("auto")
     rows = []
@@ -207,19 +216,26 @@ def sandbox_view(device: str) -> list[dict]:
         d = Path(tempfile.mkdtemp(prefix="view-"))
         (d / "w").mkdir()
         env = child_env(d / "w", {"CUDA_VISIBLE_DEVICES": "0" if device == "cuda" else ""})
-        r = subprocess.run(wrap(mode, [sys.executable, "-c", _VIEW], d / "w", [], hide=hide), env=env,
-                           capture_output=True, text=True, timeout=120)
+        folders = [d / "w", d, ROOT / "kernel_env", cache_dir]
+        r = subprocess.run(wrap(mode, [sys.executable, "-c", _VIEW, *map(str, folders)], d / "w", [], hide=hide),
+                           env=env, capture_output=True, text=True, timeout=120)
+        planted = [str(f) for f in folders[1:] if (f / "kernel_env_view_probe").exists()]  # landed outside
         shutil.rmtree(d, ignore_errors=True)
+        for f in planted:
+            Path(f, "kernel_env_view_probe").unlink(missing_ok=True)
         try:
             seen = json.loads(r.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             seen = {"error": (r.stdout + r.stderr)[-300:]}
         reaches = seen.get("cuInit") == 0 and seen.get("devices", 0) > 0
         ok = (not reaches) if proc == "build" else (reaches or device != "cuda")
+        # its own folder written; nothing outside it on disk (bwrap's cover of the folder holding it is
+        # a tmpfs of its own, writable and gone with it)
+        ok = ok and seen.get("writes", {}).get(str(folders[0])) and (mode == "none" or not planted)
         rows.append({"case": f"sandbox ({mode}): {proc} process", "task": "-",
                      "expected": "no GPU" if proc == "build" else "the GPU", "stage": "GPU" if reaches else "no GPU",
                      "error_kind": None, "reward": None, "ok": ok, "honest_after": None,
-                     "feedback": json.dumps(seen), "hidden_files": len(hide)})
+                     "feedback": json.dumps({**seen, "landed_outside": planted}), "hidden_files": len(hide)})
     return rows
 
 
@@ -259,6 +275,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
 
     cases = [c for c in load_cases(args.device) if args.only is None or c["name"] in args.only]
@@ -269,7 +286,7 @@ def main() -> int:
           flush=True)
     mem_before = device_memory_used(args.device)
     server = start_server(args, tasks_dir, cache_dir, out / "server.log")
-    results, rows, bad = {}, sandbox_view(args.device), []
+    results, rows, bad = {}, sandbox_view(args.device, cache_dir), []
     for r in rows:
         print(f"{r['case']}: {r['stage']} {r['feedback']}", flush=True)
     try:

@@ -254,9 +254,10 @@ def test_candidate_has_no_capabilities_and_hidden_files_stay_hidden(mode, hidden
 
 
 _WRITE = """
-import sys
+import os, sys
 from pathlib import Path
 print(Path(sys.argv[1], "cached.pyc").read_text())
+print(sorted(os.listdir(Path.cwd().parent)))
 for d in sys.argv[1:]:
     try:
         Path(d, "planted.pyc").write_text("poison")
@@ -267,9 +268,11 @@ for d in sys.argv[1:]:
 
 
 @pytest.mark.parametrize("mode", ["bwrap", "unshare"])
-def test_a_read_only_folder_is_read_but_never_written(mode, tmp_path):
-    """How the judge shares torch's compiled bytecode with candidate processes (judge/bytecode_cache.py):
-    they read the folder; none can plant a file there that the next one would load."""
+def test_a_candidate_writes_its_own_folders_and_nothing_else(mode, tmp_path):
+    """The view both sandboxes give a candidate process: its own folder and the build caches writable;
+    torch's bytecode (judge/bytecode_cache.py), here inside a writable folder, read but never written,
+    so none can plant a file that the next one loads; the project's code, any other folder and the
+    reference profiles read-only; other evaluations' folders not there at all."""
     import subprocess
     import sys
     from kernel_env.judge.sandbox import child_env, isolation, wrap
@@ -277,18 +280,26 @@ def test_a_read_only_folder_is_read_but_never_written(mode, tmp_path):
         isolation(mode)
     except RuntimeError:
         pytest.skip(f"{mode} does not work on this machine")
-    cache, scratch = tmp_path / "pycache", tmp_path / "scratch"
-    cache.mkdir()
-    scratch.mkdir()
+    scratch, elsewhere = tmp_path / "scratch", tmp_path / "profiles"
+    cache = scratch / "pycache"
+    cache.mkdir(parents=True)
+    elsewhere.mkdir()
     (cache / "cached.pyc").write_text("compiled")
-    work = tmp_path / "evals" / "w"
+    work, other = tmp_path / "evals" / "w", tmp_path / "evals" / "other"
     work.mkdir(parents=True)
-    r = subprocess.run(wrap(mode, [sys.executable, "-c", _WRITE, str(cache), str(scratch)], work, [scratch],
-                            readonly=[cache]),
-                       env=child_env(work, {}), capture_output=True, text=True, timeout=60)
+    other.mkdir()
+    project = Path(kernel_env.__file__).parent
+    r = subprocess.run(wrap(mode, [sys.executable, "-c", _WRITE, str(cache), str(scratch), str(work), str(elsewhere),
+                                   str(project), str(other)], work, [scratch], readonly=[cache]),
+                       env=child_env(work, {}), cwd=work, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "compiled"
-    assert lines[1] in (f"OSError {cache}", f"PermissionError {cache}"), r.stdout  # read-only file system
-    assert lines[2] == f"wrote {scratch}", r.stdout  # the folders it may write stay writable
-    assert not (cache / "planted.pyc").exists()
+    assert lines[1] == "['w']", r.stdout  # the other evaluation's folder is not there
+    refused = ("OSError", "PermissionError")  # read-only file system
+    assert lines[2].split()[0] in refused and lines[2].endswith(str(cache)), r.stdout
+    assert lines[3:5] == [f"wrote {scratch}", f"wrote {work}"], r.stdout
+    assert [ln.split()[0] for ln in lines[5:7]] == ["OSError", "OSError"], r.stdout
+    assert lines[7].split()[0] in refused + ("FileNotFoundError",), r.stdout
+    for d in (cache, elsewhere, project, other):
+        assert not (d / "planted.pyc").exists(), d

@@ -8,9 +8,10 @@ Candidate processes are also wrapped, where the OS allows it (`isolation()` pick
   bwrap    bubblewrap: read-only view of the file system except its own folder and the build caches,
            private /tmp, no network, own PID namespace (nothing it forks outlives it; it cannot
            signal the judge), no capabilities, killed with its parent.
-  unshare  util-linux unshare (root): no network, own PID namespace, and (with setpriv) no
-           capabilities: root in name only, it cannot mount, load modules or reset the GPU; the file
-           system stays writable.
+  unshare  util-linux unshare (root): the same view made with mounts in its own mount namespace (every
+           mount read-only but /dev, its own folder and the build caches; the folder holding the
+           evaluation folders covered), no network, own PID namespace, and (with setpriv) no
+           capabilities: root in name only, it cannot mount, load modules or reset the GPU.
   none     process group, limits and scrubbed environment only.
 
 `hide` makes files unreadable or empty to the process: the GPU's device nodes for the build process,
@@ -79,11 +80,45 @@ def _limits(max_file_bytes: int | None, mem_bytes: int | None = None, nofile: in
 
 _ISOLATION: dict[str, str] = {}
 SETPRIV = shutil.which("setpriv")
-# root in a mount namespace of its own: each named file becomes /dev/null, each "ro:"-prefixed folder
-# read-only, then the real command
-_MASK_SH = ('while [ "$1" != "--" ]; do case "$1" in '
-            'ro:*) d="${1#ro:}"; { mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" "$d"; } || exit 97;; '
-            '*) mount --bind /dev/null "$1" || exit 97;; esac; shift; done; shift; exec "$@"')
+# Run as root in a mount namespace of its own (unshare), before the real command drops its capabilities:
+#   own:DIR  its own folder: the folder holding it is covered by an empty one (it sees no other
+#            evaluation's folder), and it is bound back in through /proc/self/cwd (its path is covered)
+#   rw:DIR   bound onto itself: a mount of its own, which stays writable below
+#   ro:DIR   bound onto itself: read-only below even inside a writable folder
+#   FILE     becomes /dev/null (a device node the process must not reach)
+# then every mount but /dev's is made read-only, /proc and /sys included: root without capabilities
+# still owns the files there and on disk. Per-mount flags are kept (a container may lock them).
+_MASK_SH = r"""
+keep=/dev
+while [ "$1" != "--" ]; do
+  case "$1" in
+    ro:*) d="${1#ro:}"; mount --bind "$d" "$d" || exit 97;;
+    rw:*) d="${1#rw:}"; mount --bind "$d" "$d" || exit 97; keep="$keep
+$d";;
+    own:*) d="${1#own:}"; { cd "$d" && mount -t tmpfs -o size=64k,mode=755 kernel_env "${d%/*}" && mkdir "$d" &&
+           mount --no-canonicalize --bind /proc/self/cwd "$d" && cd "$d"; } || exit 97; keep="$keep
+$d";;
+    *) mount --bind /dev/null "$1" || exit 97;;
+  esac
+  shift
+done
+shift
+mounts=$(cut -d" " -f5,6 /proc/self/mountinfo)
+while read -r mp opts; do
+  case "$mp" in
+    /dev|/dev/*|/proc/*) continue;;  # /proc/*: the old /proc's, under the new one (--mount-proc)
+    *\\*) mp=$(printf "%b" "$(printf %s "$mp" | sed 's/\\/\\0/g')");;  # octal escapes: \040 is a space
+  esac
+  case "$keep
+" in *"
+$mp
+"*) continue;; esac
+  mount -o "remount,bind,ro${opts#r[ow]}" "$mp" "$mp" || exit 97
+done <<EOF
+$mounts
+EOF
+exec "$@"
+"""
 
 
 def gpu_device_nodes() -> list[str]:
@@ -98,16 +133,18 @@ def gpu_device_nodes() -> list[str]:
 def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tuple = (),
          readonly: list | tuple = ()) -> list:
     """argv run inside the chosen isolation. `writable`: folders the candidate may write besides its own.
-    Under bwrap the folder holding all evaluation folders is replaced by an empty one, so a candidate
-    sees only its own; everything else (the Python install, the project) is visible read-only.
+    The folder holding all evaluation folders is replaced by an empty one, so a candidate sees only its
+    own; everything else (the Python install, the project, /proc, /sys) is visible read-only, /dev as it is.
     `hide`: files that cannot be opened (bwrap: a nodev /dev/null) or read as /dev/null (unshare) inside.
-    `readonly`: folders the candidate reads but must not write (bwrap: all but `writable` already;
-    unshare: bound read-only in its mount namespace; none: not enforced)."""
+    `readonly`: folders the candidate reads but must not write, even inside a writable one.
+    `none` enforces none of these."""
     if mode == "bwrap":
         args = ["bwrap", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
                 "--tmpfs", str(workdir.parent)]
         for w in [workdir, *writable]:
             args += ["--bind", str(w), str(w)]
+        for r in readonly:
+            args += ["--ro-bind", str(r), str(r)]
         for h in hide:
             args += ["--ro-bind", "/dev/null", str(h)]
         # --cap-drop ALL: bwrap started by root keeps every capability otherwise (remount, undo `hide`)
@@ -117,25 +154,30 @@ def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tupl
         inner = list(argv)
         if SETPRIV:  # drop every capability: no mount (so no undoing `hide`), no mknod, no module loading
             inner = [SETPRIV, "--bounding-set", "-all", "--inh-caps", "-all", "--no-new-privs", "--", *inner]
-        if hide or readonly:
-            inner = ["sh", "-c", _MASK_SH, "sh", *map(str, hide), *(f"ro:{d}" for d in readonly), "--", *inner]
+        real = os.path.realpath  # mountinfo names mounts by their real paths
+        inner = ["sh", "-c", _MASK_SH, "sh", f"own:{real(workdir)}", *(f"rw:{real(d)}" for d in writable),
+                 *(f"ro:{real(d)}" for d in readonly), *map(str, hide), "--", *inner]
         return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--", *inner]
     return list(argv)
 
 
 def isolation(requested: str = "auto") -> str:
     """The strongest isolation that works here (probed once: a sandboxed Python must start, find no
-    network and see a hidden file as empty). An explicitly requested mode that does not work is an error."""
+    network, see a hidden file as empty, write its own folder and nothing else). An explicitly requested mode that does not work is an error."""
     if requested == "none":
         return "none"
     if requested in _ISOLATION:
         return _ISOLATION[requested]
     import subprocess
     import tempfile
-    # a new network namespace has nothing but its own (down) loopback; the hidden file reads as /dev/null
-    probe = ("import socket, sys\nnet = [n for _, n in socket.if_nameindex()] == ['lo']\n"
+    # a new network namespace has nothing but its own (down) loopback; the hidden file reads as
+    # /dev/null; the file system outside its own folder cannot be written
+    probe = ("import os, socket, sys\nnet = [n for _, n in socket.if_nameindex()] == ['lo']\n"
              "try:\n    seen = open(sys.argv[1]).read()\nexcept PermissionError:\n    seen = ''\n"
-             "raise SystemExit(0 if net and seen == '' else 3)")
+             "try:\n    open(os.path.join(os.path.dirname(sys.argv[1]), 'planted'), 'w').close()\n    ro = False\n"
+             "except OSError:\n    ro = True\n"
+             "open('mine', 'w').close()\n"
+             "raise SystemExit(0 if net and seen == '' and ro else 3)")
     chosen = "none"
     for mode in (["bwrap", "unshare"] if requested == "auto" else [requested]):
         if mode not in ("bwrap", "unshare"):
@@ -147,7 +189,7 @@ def isolation(requested: str = "auto") -> str:
             try:
                 r = subprocess.run(wrap(mode, [PYTHON, "-c", probe, str(hidden)], Path(d) / "probe", [],
                                         hide=[hidden]), capture_output=True, timeout=60)
-                ok = r.returncode == 0
+                ok = r.returncode == 0 and (Path(d) / "probe" / "mine").exists()
             except (OSError, subprocess.TimeoutExpired):
                 ok = False
         if ok:
