@@ -86,8 +86,10 @@ SETPRIV = shutil.which("setpriv")
 #   rw:DIR   bound onto itself: a mount of its own, which stays writable below
 #   ro:DIR   bound onto itself: read-only below even inside a writable folder
 #   FILE     becomes /dev/null (a device node the process must not reach)
-# then every mount but /dev's is made read-only, /proc and /sys included: root without capabilities
-# still owns the files there and on disk. Per-mount flags are kept (a container may lock them).
+# then /proc's system files (sysctls, sysrq: as a container runtime masks them) and every mount but
+# /dev's and /proc's are made read-only, /sys included: root without capabilities still owns the files
+# there and on disk. (A read-only /proc fails CUDA's cuInit with 304.) Per-mount flags are kept (a
+# container may lock them).
 _MASK_SH = r"""
 keep=/dev
 while [ "$1" != "--" ]; do
@@ -103,10 +105,13 @@ $d";;
   shift
 done
 shift
+for d in /proc/sys /proc/sysrq-trigger /proc/irq /proc/bus /proc/fs; do
+  [ ! -e "$d" ] || { mount --bind "$d" "$d" && mount -o remount,bind,ro,nosuid,nodev,noexec "$d" "$d"; } || exit 97
+done
 mounts=$(cut -d" " -f5,6 /proc/self/mountinfo)
 while read -r mp opts; do
   case "$mp" in
-    /dev|/dev/*|/proc/*) continue;;  # /proc/*: the old /proc's, under the new one (--mount-proc)
+    /dev|/dev/*|/proc|/proc/*) continue;;  # /proc/*: the old /proc's, under the new one (--mount-proc)
     *\\*) mp=$(printf "%b" "$(printf %s "$mp" | sed 's/\\/\\0/g')");;  # octal escapes: \040 is a space
   esac
   case "$keep
@@ -134,7 +139,7 @@ def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tupl
          readonly: list | tuple = ()) -> list:
     """argv run inside the chosen isolation. `writable`: folders the candidate may write besides its own.
     The folder holding all evaluation folders is replaced by an empty one, so a candidate sees only its
-    own; everything else (the Python install, the project, /proc, /sys) is visible read-only, /dev as it is.
+    own; everything else (the Python install, the project, /sys, /proc/sys) is visible read-only, /dev as it is.
     `hide`: files that cannot be opened (bwrap: a nodev /dev/null) or read as /dev/null (unshare) inside.
     `readonly`: folders the candidate reads but must not write, even inside a writable one.
     `none` enforces none of these."""
