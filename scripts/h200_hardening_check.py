@@ -231,7 +231,7 @@ def sandbox_view(device: str, cache_dir: Path) -> list[dict]:
         ok = (not reaches) if proc == "build" else (reaches or device != "cuda")
         # its own folder written; nothing outside it on disk (bwrap's cover of the folder holding it is
         # a tmpfs of its own, writable and gone with it)
-        ok = ok and seen.get("writes", {}).get(str(folders[0])) and (mode == "none" or not planted)
+        ok = ok and seen.get("writes", {}).get(str(folders[0])) is True and (mode == "none" or not planted)
         rows.append({"case": f"sandbox ({mode}): {proc} process", "task": "-",
                      "expected": "no GPU" if proc == "build" else "the GPU", "stage": "GPU" if reaches else "no GPU",
                      "error_kind": None, "reward": None, "ok": ok, "honest_after": None,

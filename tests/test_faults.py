@@ -264,6 +264,11 @@ for d in sys.argv[1:]:
         print("wrote", d)
     except OSError as e:
         print(type(e).__name__, d)
+try:
+    open("/proc/sys/kernel/hostname", "r+").close()  # a sysctl: root without capabilities may write some
+    print("wrote /proc/sys")
+except OSError as e:
+    print(type(e).__name__, "/proc/sys")
 """
 
 
@@ -271,8 +276,8 @@ for d in sys.argv[1:]:
 def test_a_candidate_writes_its_own_folders_and_nothing_else(mode, tmp_path):
     """The view both sandboxes give a candidate process: its own folder and the build caches writable;
     torch's bytecode (judge/bytecode_cache.py), here inside a writable folder, read but never written,
-    so none can plant a file that the next one loads; the project's code, any other folder and the
-    reference profiles read-only; other evaluations' folders not there at all."""
+    so none can plant a file that the next one loads; the project's code, any other folder, the
+    reference profiles and the sysctls read-only; other evaluations' folders not there at all."""
     import subprocess
     import sys
     from kernel_env.judge.sandbox import child_env, isolation, wrap
@@ -301,5 +306,6 @@ def test_a_candidate_writes_its_own_folders_and_nothing_else(mode, tmp_path):
     assert lines[3:5] == [f"wrote {scratch}", f"wrote {work}"], r.stdout
     assert [ln.split()[0] for ln in lines[5:7]] == ["OSError", "OSError"], r.stdout
     assert lines[7].split()[0] in refused + ("FileNotFoundError",), r.stdout
+    assert lines[8] == "OSError /proc/sys", r.stdout
     for d in (cache, elsewhere, project, other):
         assert not (d / "planted.pyc").exists(), d

@@ -80,16 +80,19 @@ def _limits(max_file_bytes: int | None, mem_bytes: int | None = None, nofile: in
 
 _ISOLATION: dict[str, str] = {}
 SETPRIV = shutil.which("setpriv")
+# /proc's system files, read-only in the sandbox as container runtimes mask them (sysctls, sysrq: root
+# without capabilities may still write some); the rest of /proc stays writable: a read-only /proc fails
+# CUDA's cuInit (error 304, seen on the H200 box)
+PROC_SYSTEM = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 # Run as root in a mount namespace of its own (unshare), before the real command drops its capabilities:
 #   own:DIR  its own folder: the folder holding it is covered by an empty one (it sees no other
 #            evaluation's folder), and it is bound back in through /proc/self/cwd (its path is covered)
 #   rw:DIR   bound onto itself: a mount of its own, which stays writable below
 #   ro:DIR   bound onto itself: read-only below even inside a writable folder
+#   proc:P   a file or folder of the new /proc, made read-only now (the pass below leaves /proc alone)
 #   FILE     becomes /dev/null (a device node the process must not reach)
-# then /proc's system files (sysctls, sysrq: as a container runtime masks them) and every mount but
-# /dev's and /proc's are made read-only, /sys included: root without capabilities still owns the files
-# there and on disk. (A read-only /proc fails CUDA's cuInit with 304.) Per-mount flags are kept (a
-# container may lock them).
+# then every mount but /dev's and /proc's is made read-only, /sys included: root without capabilities
+# still owns the files there and on disk. Per-mount flags are kept (a container may lock them).
 _MASK_SH = r"""
 keep=/dev
 while [ "$1" != "--" ]; do
@@ -100,18 +103,17 @@ $d";;
     own:*) d="${1#own:}"; { cd "$d" && mount -t tmpfs -o size=64k,mode=755 kernel_env "${d%/*}" && mkdir "$d" &&
            mount --no-canonicalize --bind /proc/self/cwd "$d" && cd "$d"; } || exit 97; keep="$keep
 $d";;
+    proc:*) d="${1#proc:}"; [ ! -e "$d" ] || { mount --bind "$d" "$d" &&
+            mount -o remount,bind,ro,nosuid,nodev,noexec "$d" "$d"; } || exit 97;;
     *) mount --bind /dev/null "$1" || exit 97;;
   esac
   shift
 done
 shift
-for d in /proc/sys /proc/sysrq-trigger /proc/irq /proc/bus /proc/fs; do
-  [ ! -e "$d" ] || { mount --bind "$d" "$d" && mount -o remount,bind,ro,nosuid,nodev,noexec "$d" "$d"; } || exit 97
-done
 mounts=$(cut -d" " -f5,6 /proc/self/mountinfo)
 while read -r mp opts; do
   case "$mp" in
-    /dev|/dev/*|/proc|/proc/*) continue;;  # /proc/*: the old /proc's, under the new one (--mount-proc)
+    /dev|/dev/*|/proc|/proc/*) continue;;  # /proc: PROC_SYSTEM; /proc/*: the old /proc's, covered by the new
     *\\*) mp=$(printf "%b" "$(printf %s "$mp" | sed 's/\\/\\0/g')");;  # octal escapes: \040 is a space
   esac
   case "$keep
@@ -150,6 +152,8 @@ def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tupl
             args += ["--bind", str(w), str(w)]
         for r in readonly:
             args += ["--ro-bind", str(r), str(r)]
+        for p in PROC_SYSTEM:
+            args += ["--ro-bind-try", p, p]
         for h in hide:
             args += ["--ro-bind", "/dev/null", str(h)]
         # --cap-drop ALL: bwrap started by root keeps every capability otherwise (remount, undo `hide`)
@@ -161,14 +165,16 @@ def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tupl
             inner = [SETPRIV, "--bounding-set", "-all", "--inh-caps", "-all", "--no-new-privs", "--", *inner]
         real = os.path.realpath  # mountinfo names mounts by their real paths
         inner = ["sh", "-c", _MASK_SH, "sh", f"own:{real(workdir)}", *(f"rw:{real(d)}" for d in writable),
-                 *(f"ro:{real(d)}" for d in readonly), *map(str, hide), "--", *inner]
+                 *(f"ro:{real(d)}" for d in readonly), *(f"proc:{p}" for p in PROC_SYSTEM), *map(str, hide),
+                 "--", *inner]
         return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--", *inner]
     return list(argv)
 
 
 def isolation(requested: str = "auto") -> str:
     """The strongest isolation that works here (probed once: a sandboxed Python must start, find no
-    network, see a hidden file as empty, write its own folder and nothing else). An explicitly requested mode that does not work is an error."""
+    network, see a hidden file as empty, write its own folder and nothing else). An explicitly requested
+    mode that does not work is an error."""
     if requested == "none":
         return "none"
     if requested in _ISOLATION:
