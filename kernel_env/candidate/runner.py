@@ -297,8 +297,8 @@ def main() -> int:
                 kept.append((seed, args))
             del out
         cpu["outputs"] = _cpu_s()
+        t3 = time.monotonic()  # before the message: the judge's check (and its clock) starts only once it is read
         emit({"event": "outputs", "trials": headers})
-        t3 = time.monotonic()
         phases["trials_s"] = t3 - t2
         # the timing starts on the judge's word: once the reference worker has checked the trials
         # (wrong outputs are never timed; no other process's GPU work in the timing)
@@ -310,7 +310,7 @@ def main() -> int:
             release_slots()
             return 0
         t4 = time.monotonic()
-        phases["gate_s"] = t4 - t3  # the judge's check of the trials
+        phases["gate_s"] = t4 - t3  # the outputs message and the judge's check of the trials
         phases["timing_t0_us"] = int(t4 * 1e6)  # CLOCK_MONOTONIC: the judge's clock too
 
         phase = "timing"
