@@ -6,8 +6,9 @@ two channels: stdout+stderr (kept up to a cap, whatever it prints) and a protoco
 
 Candidate processes are also wrapped, where the OS allows it (`isolation()` picks the best that works):
   bwrap    bubblewrap: read-only view of the file system except its own folder and the build caches,
-           private /tmp, no network, own PID namespace (nothing it forks outlives it; it cannot
-           signal the judge), no capabilities, killed with its parent.
+           other evaluations' folders hidden (an empty tmpfs over the folder holding them), no
+           network, own PID namespace (nothing it forks outlives it; it cannot signal the judge), no
+           capabilities, killed with its parent.
   unshare  util-linux unshare (root): the same view made with mounts in its own mount namespace (every
            mount read-only but /dev, its own folder and the build caches; the folder holding the
            evaluation folders covered), no network, own PID namespace, and (with setpriv) no
