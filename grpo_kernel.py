@@ -13,7 +13,7 @@ train (env_mask=1), feedback tokens don't (env_mask=0). Reward = discounted sum 
 rewards, or best turn. Held-out eval = TRL's own eval loop over eval-split task ids
 (`--eval_strategy steps --eval_steps N`).
 
-What this adds to the seed (the fixes issue 4 lists):
+What this adds to the seed:
 - Ranks stay in lockstep: with more than one process, every rank makes the same number of
   `_generate_single_turn` calls, each with its full row count; rows whose episode has ended take
   part with a short dummy prompt and their output is dropped (vLLM server mode and ZeRO-3 gather
@@ -23,7 +23,7 @@ What this adds to the seed (the fixes issue 4 lists):
   (0 = the model's context, capped by `--vllm_max_model_length`). A turn starts only if a whole
   `max_completion_length` answer still fits; otherwise the episode ends there ("budget"). A task
   whose prompt alone cannot fit gets a masked one-token completion (no gradient) and a warning.
-- Env calls go through baseline_eval.EnvSession: connection errors, timeouts, a full server and
+- Env calls go through kernel_env.agent.session.EnvSession: connection errors, timeouts, a full server and
   judge-internal verdicts are retried with a fresh session that replays the episode, then the run
   stops with EnvFailure. An infrastructure failure is never scored as a reward of 0.
 - `--env_url local` (the default) starts an embedded env server for the run (a subprocess of
@@ -48,8 +48,11 @@ from transformers.trainer_utils import get_last_checkpoint
 import trl
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_peft_config
 
-from baseline_eval import (EnvSession, LocalEnvServer, episode_return, exit_on_sigterm, extract_code,
-                           feedback_message, flagged_turns, split_task_ids, summarize, turn_record)
+from kernel_env.agent.local_server import LocalEnvServer, exit_on_sigterm
+from kernel_env.agent.metrics import episode_return, flagged_turns, summarize
+from kernel_env.agent.session import EnvSession
+from kernel_env.agent.turns import extract_code, feedback_message, turn_record
+from kernel_env.tasks import split_task_ids
 
 log = logging.getLogger("grpo_kernel")
 
@@ -207,7 +210,7 @@ def make_rollout_func(args: KernelArgs, out_dir: str, env_url: str, env_token):
                     truncated = not ids or ids[-1] not in eos_ids
                     eps[i]["codes"].append(codes[k])
                     eps[i]["completions"].append(texts[k])
-                    eps[i]["turns"].append(turn_record(r, text=texts[k], code=codes[k], truncated=truncated,
+                    eps[i]["turns"].append(turn_record(r, code=codes[k], truncated=truncated,
                                                        completion_tokens=len(ids)))
                     if r.done:
                         continue

@@ -11,7 +11,7 @@ Reads from RUN_DIR (all optional but at least one must be there):
 Sections: train and eval curves per step (compile / correct / faster-than-reference %, mean best
 speedup, median roofline fraction, reward); improvement over turns (correct and compiled by turn k,
 best so far); per-task best speedup and roofline fraction; baseline vs trained (the last eval step);
-the flagged kernels with their code. Metric definitions: baseline_eval.summarize.
+the flagged kernels with their code. Metric definitions: kernel_env.agent.metrics.summarize.
 
 A train episode's `step` is the global step when it was generated: the optimizer step it trains is
 step + 1, which is where the curves put it (and where TRL logs its metrics). Eval episodes are put at
@@ -26,19 +26,16 @@ import html
 import io
 import json
 import math
-import sys
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from baseline_eval import COMPILED_STAGES, summarize  # noqa: E402
+from kernel_env.agent.metrics import summarize, turn_results  # noqa: E402
 
 PCT_KEYS = [("compile_pct", "compiled"), ("correct_pct", "correct (any turn)"),
             ("correct_turn1_pct", "correct at turn 1"), ("faster_than_ref_pct", "faster than reference")]
@@ -122,14 +119,14 @@ def by_turn(eps: list[dict]) -> dict[str, list]:
     kmax = max((len(ep.get("turns") or []) for ep in eps), default=0)
     comp, corr, rew = [0] * kmax, [0] * kmax, [[] for _ in range(kmax)]
     for ep in eps:
-        turns = ep.get("turns") or []
-        c1 = next((k for k, t in enumerate(turns) if t.get("stage") in COMPILED_STAGES), None)
-        c2 = next((k for k, t in enumerate(turns) if t.get("correct") and not t.get("roofline_violation")), None)
+        turns = turn_results(ep) if ep.get("turns") else []
+        c1 = next((k for k, t in enumerate(turns) if t.compiled), None)
+        c2 = next((k for k, t in enumerate(turns) if t.counts_correct), None)
         for k in range(kmax):
             comp[k] += c1 is not None and c1 <= k
             corr[k] += c2 is not None and c2 <= k
         for k, t in enumerate(turns):
-            rew[k].append(float(t.get("reward") or 0.0))
+            rew[k].append(t.reward)
     return {"compiled": [100 * c / n for c in comp] if n else [], "correct": [100 * c / n for c in corr] if n else [],
             "reward": [sum(r) / len(r) if r else None for r in rew], "episodes_with_turn": [len(r) for r in rew]}
 
@@ -141,11 +138,11 @@ def per_task_best(eps: list[dict]) -> dict[str, dict]:
                                             "best_roofline_frac": None, "modes": set()})
         d["episodes"] += 1
         d["modes"].add(ep.get("mode") or "?")
-        ok = [t for t in ep.get("turns") or [] if t.get("correct") and not t.get("roofline_violation")]
+        ok = [t for t in (turn_results(ep) if ep.get("turns") else []) if t.counts_correct]
         d["correct_eps"] += bool(ok)
         for t in ok:
             for key, src in (("best_speedup", "speedup"), ("best_roofline_frac", "roofline_frac")):
-                v = t.get(src)
+                v = getattr(t, src)
                 if v is not None and math.isfinite(v) and (d[key] is None or v > d[key]):
                     d[key] = v
     return dict(sorted(out.items()))
@@ -411,7 +408,7 @@ def render(run: Path, baseline: str | None = None, max_flagged: int = 50) -> str
         rows.append(("baseline", base_summary))
     parts += ["<h2>Summary</h2>", summary_table(rows) if rows else "<p class='note'>no episodes</p>",
               "<p class='note'>Percentages are of episodes (one task attempt of up to max_turns turns). "
-              "Speedup and roofline fraction are each correct episode's best; see baseline_eval.summarize.</p>"]
+              "Speedup and roofline fraction are each correct episode's best; see kernel_env.agent.metrics.summarize.</p>"]
 
     parts += ["<h2>Training and eval curves</h2>", curves_figure(train, evals, hist)]
 

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from baseline_eval import LocalEnvServer  # noqa: E402
+from kernel_env.agent.local_server import LocalEnvServer  # noqa: E402
 from bench.workload import unique  # noqa: E402  (a comment in the kernel source: a build of its own)
 from kernel_env import KernelAction, KernelEnv  # noqa: E402
 from kernel_env.tasks import split_of  # noqa: E402

@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import baseline_eval as be  # noqa: E402
+import baseline_eval  # noqa: E402  (the script under test: its CLI and the seed's imports)
+from kernel_env.agent import episodes, local_server, metrics, policies, session, turns  # noqa: E402
 from conftest import SUBMISSIONS  # noqa: E402
 
 slow = pytest.mark.slow
@@ -24,33 +25,33 @@ slow = pytest.mark.slow
 # -- extract_code -------------------------------------------------------------------------------
 
 def test_extract_code_single_block():
-    assert be.extract_code("Here:\n```python\nimport torch\nclass ModelNew: pass\n```\nDone.") == \
+    assert turns.extract_code("Here:\n```python\nimport torch\nclass ModelNew: pass\n```\nDone.") == \
         "import torch\nclass ModelNew: pass\n"
 
 
 def test_extract_code_prefers_last_block_with_model_new():
     text = ("First a helper:\n```python\ndef helper(): pass\n```\nThe module:\n```python\nclass ModelNew:\n"
             "    pass\n```\nAnd usage:\n```python\nm = ModelNew()\n```\n")
-    assert be.extract_code(text) == "class ModelNew:\n    pass\n"
+    assert turns.extract_code(text) == "class ModelNew:\n    pass\n"
 
 
 def test_extract_code_ignores_other_languages_and_prefers_python_tag():
     text = "```cpp\nint main() {}\n```\n```\nplain = 1\n```\n```py\nx = 2\n```\n```bash\nls\n```"
-    assert be.extract_code(text) == "x = 2\n"
-    assert be.extract_code("```cuda\n__global__ void k() {}\n```") == ""
-    assert be.extract_code("```\nuntagged = 1\n```") == "untagged = 1\n"
+    assert turns.extract_code(text) == "x = 2\n"
+    assert turns.extract_code("```cuda\n__global__ void k() {}\n```") == ""
+    assert turns.extract_code("```\nuntagged = 1\n```") == "untagged = 1\n"
 
 
 def test_extract_code_unterminated_and_edge_cases():
-    assert be.extract_code("Sure.\n```python\nimport torch\nclass ModelNew(nn.Module):\n    def f(") == \
+    assert turns.extract_code("Sure.\n```python\nimport torch\nclass ModelNew(nn.Module):\n    def f(") == \
         "import torch\nclass ModelNew(nn.Module):\n    def f(\n"
-    assert be.extract_code("```python\nx = 1```") == "x = 1\n"  # closing fence glued to the last line
-    assert be.extract_code("no code here") == ""
-    assert be.extract_code("") == ""
-    assert be.extract_code("```python\n\n```") == ""
+    assert turns.extract_code("```python\nx = 1```") == "x = 1\n"  # closing fence glued to the last line
+    assert turns.extract_code("no code here") == ""
+    assert turns.extract_code("") == ""
+    assert turns.extract_code("```python\n\n```") == ""
     # a longer fence may hold ``` lines inside
-    assert be.extract_code("````python\ns = '''\n```\n'''\n````") == "s = '''\n```\n'''\n"
-    assert be.extract_code("```Python\nclass ModelNew: pass\n```") == "class ModelNew: pass\n"
+    assert turns.extract_code("````python\ns = '''\n```\n'''\n````") == "s = '''\n```\n'''\n"
+    assert turns.extract_code("```Python\nclass ModelNew: pass\n```") == "class ModelNew: pass\n"
 
 
 # -- feedback_message ---------------------------------------------------------------------------
@@ -62,21 +63,21 @@ def _obs(**kw):
 
 
 def test_feedback_message():
-    m = be.feedback_message(_obs(), truncated=False)
+    m = turns.feedback_message(_obs(), truncated=False)
     assert "Attempt 1 of 4" in m and "build stage" in m and "Build failed: x" in m and "3 attempts left" in m
     assert "cut off" not in m and "```python" in m
-    t = be.feedback_message(_obs(metadata={"turn": 3, "max_turns": 4}), truncated=True)
+    t = turns.feedback_message(_obs(metadata={"turn": 3, "max_turns": 4}), truncated=True)
     assert t.startswith("Your previous answer was cut off") and "1 attempt left" in t
-    c = be.feedback_message(_obs(stage="timed", correct=True, speedup=2.5, feedback="Correct. 2.50x faster"), False)
+    c = turns.feedback_message(_obs(stage="timed", correct=True, speedup=2.5, feedback="Correct. 2.50x faster"), False)
     assert "correct, 2.5x" in c and "faster" in c
-    assert "Your attempt" in be.feedback_message(_obs(metadata={}), False)
+    assert "Your attempt" in turns.feedback_message(_obs(metadata={}), False)
 
 
 def test_split_task_ids_is_the_envs_split():
     from kernel_env.tasks import split_task_ids
     for split in ("train", "eval"):
-        assert be.split_task_ids(split, [1, 2, 3]) == split_task_ids(split, [1, 2, 3])
-    train, held = set(be.split_task_ids("train", [1, 2, 3])), set(be.split_task_ids("eval", [1, 2, 3]))
+        assert baseline_eval.split_task_ids(split, [1, 2, 3]) == split_task_ids(split, [1, 2, 3])
+    train, held = set(baseline_eval.split_task_ids("train", [1, 2, 3])), set(baseline_eval.split_task_ids("eval", [1, 2, 3]))
     assert train and held and not train & held
 
 
@@ -94,7 +95,7 @@ def test_summarize_definitions():
         {"turns": [_t("timed", True, 90.0, 2.0, roofline_violation=True, suspicious=True)]},  # not trusted
         {"turns": [_t("format")]},
     ]
-    s = be.summarize(eps)
+    s = metrics.summarize(eps)
     assert s["episodes"] == 5 and s["turns"] == 8 and s["mean_turns"] == pytest.approx(1.6)
     assert s["compile_pct"] == pytest.approx(80.0)        # all but the last
     assert s["correct_pct"] == pytest.approx(40.0)        # the violation does not count
@@ -105,19 +106,19 @@ def test_summarize_definitions():
     assert s["suspicious"] == 1
     assert s["mean_return"] == pytest.approx(1.3 / 3)
     assert s["correct_by_turn"] == pytest.approx([20.0, 40.0, 40.0])
-    empty = be.summarize([])
-    assert all(empty[k] is None for k in be.SUMMARY_KEYS if k != "suspicious") and empty["suspicious"] == 0
-    none_ok = be.summarize([{"turns": [_t("format")]}])
+    empty = metrics.summarize([])
+    assert all(empty[k] is None for k in metrics.SUMMARY_KEYS if k != "suspicious") and empty["suspicious"] == 0
+    none_ok = metrics.summarize([{"turns": [_t("format")]}])
     assert none_ok["correct_pct"] == 0.0 and none_ok["mean_speedup"] is None and none_ok["median_roofline_frac"] is None
-    assert be.summarize([{"history": [_t("timed", True, 1.5, 0.3)]}])["correct_pct"] == 100.0  # env history works too
+    assert metrics.summarize([{"history": [_t("timed", True, 1.5, 0.3)]}])["correct_pct"] == 100.0  # env history works too
 
 
 def test_episode_return():
-    assert be.episode_return([0.0, 0.5, 1.0], "discounted", 0.5) == pytest.approx(0.5 * 0.5 + 0.25 * 1.0)
-    assert be.episode_return([0.0, 0.5, 0.2], "best") == 0.5
-    assert be.episode_return([], "best") == 0.0
+    assert metrics.episode_return([0.0, 0.5, 1.0], "discounted", 0.5) == pytest.approx(0.5 * 0.5 + 0.25 * 1.0)
+    assert metrics.episode_return([0.0, 0.5, 0.2], "best") == 0.5
+    assert metrics.episode_return([], "best") == 0.0
     with pytest.raises(ValueError):
-        be.episode_return([1.0], "sum")
+        metrics.episode_return([1.0], "sum")
 
 
 # -- EnvSession retries (fake env: no server) -----------------------------------------------------
@@ -157,9 +158,9 @@ def _session(monkeypatch, plan, retries=2):
     def opener(self):
         envs.append(_FakeEnv(plan))
         return envs[-1]
-    monkeypatch.setattr(be.EnvSession, "_open", opener)
-    monkeypatch.setattr(be.time, "sleep", lambda s: None)
-    return be.EnvSession("http://x", "level1/1_Small_ReLU", "train", retries=retries), envs
+    monkeypatch.setattr(session.EnvSession, "_open", opener)
+    monkeypatch.setattr(session.time, "sleep", lambda s: None)
+    return session.EnvSession("http://x", "level1/1_Small_ReLU", "train", retries=retries), envs
 
 
 def test_env_session_replays_after_a_failure(monkeypatch):
@@ -176,19 +177,19 @@ def test_env_session_replays_after_a_failure(monkeypatch):
 def test_env_session_fails_loudly(monkeypatch):
     sess, envs = _session(monkeypatch, ["drop"] * 10, retries=2)
     sess.reset()
-    with pytest.raises(be.EnvFailure, match="failed 3 times"):
+    with pytest.raises(session.EnvFailure, match="failed 3 times"):
         sess.step("c")
     sess, envs = _session(monkeypatch, ["refuse"], retries=5)
     sess.reset()
-    with pytest.raises(be.EnvFailure, match="refused"):  # not retried: retrying cannot fix it
+    with pytest.raises(session.EnvFailure, match="refused"):  # not retried: retrying cannot fix it
         sess.step("c")
     assert len(envs) == 1
 
 
 def test_env_session_unreachable_server_is_an_error_not_a_reward():
-    sess = be.EnvSession("http://127.0.0.1:9", "level1/1_Small_ReLU", "train", timeout_s=5, retries=1,
+    sess = session.EnvSession("http://127.0.0.1:9", "level1/1_Small_ReLU", "train", timeout_s=5, retries=1,
                          backoff_s=0.05)
-    with pytest.raises(be.EnvFailure, match="failed 2 times"):
+    with pytest.raises(session.EnvFailure, match="failed 2 times"):
         sess.reset()
 
 
@@ -197,7 +198,7 @@ def test_env_session_unreachable_server_is_an_error_not_a_reward():
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("baseline_eval_server")
-    srv = be.LocalEnvServer("cpu", ["--max-turns", "3", "--stats-interval-s", "0"], root / "server.log").start()
+    srv = local_server.LocalEnvServer("cpu", ["--max-turns", "3", "--stats-interval-s", "0"], root / "server.log").start()
     yield srv
     srv.stop()
     assert srv.proc.poll() is not None
@@ -220,7 +221,7 @@ def test_replay_correct_and_wrong_kernels(server, tmp_path, capsys):
     (sol / "level1__1_Small_ReLU.turn2.py").write_text(_one_build("relu_ok.py"))   # turn 2: fixed
     (sol / "level1__6_Small_Tanh.py").write_text(_one_build("tanh_ok.py"))
     out = tmp_path / "out"
-    res = be.main(["--env_url", server.url, "--env_token", server.token, "--policy", "replay", "--solutions",
+    res = baseline_eval.main(["--env_url", server.url, "--env_token", server.token, "--policy", "replay", "--solutions",
                    str(sol), "--split", "train", "--tasks", "level1/1_Small_ReLU", "level1/6_Small_Tanh",
                    "level1/3_Small_Softmax", "--out", str(out), "--no_progress"])
     eps = {e["task_id"]: e for e in map(json.loads, (out / "episodes.jsonl").read_text().splitlines())}
@@ -246,7 +247,7 @@ def test_replay_correct_and_wrong_kernels(server, tmp_path, capsys):
     out2 = tmp_path / "out2"
     (sol / "level1__1_Small_ReLU.turn2.py").unlink()
     (sol / "level1__6_Small_Tanh.py").unlink()
-    res2 = be.main(["--env_url", server.url, "--env_token", server.token, "--policy", "replay", "--solutions",
+    res2 = baseline_eval.main(["--env_url", server.url, "--env_token", server.token, "--policy", "replay", "--solutions",
                     str(sol), "--split", "train", "--out", str(out2), "--no_progress"])
     assert res2["episodes"] == 1 and res2["correct_pct"] == 0.0 and res2["compile_pct"] == 100.0
 
@@ -292,9 +293,9 @@ def test_openai_policy_against_fake_endpoint(server, use_sdk):
             _completion("```python\nx = 1\n```"),                                # no ModelNew
             (400, {"error": {"message": "This model's maximum context length is 4096 tokens", "type": "invalid"}}),
         ]
-        pol = be.OpenAIPolicy(f"http://127.0.0.1:{httpd.server_port}/v1", "my-model", api_key="k", max_tokens=64,
+        pol = policies.OpenAIPolicy(f"http://127.0.0.1:{httpd.server_port}/v1", "my-model", api_key="k", max_tokens=64,
                               temperature=0.5, use_sdk=use_sdk)
-        ep = be.run_episode(pol, server.url, "level1/4_Small_LayerNorm", "eval", token=server.token)
+        ep = episodes.run_episode(pol, server.url, "level1/4_Small_LayerNorm", "eval", token=server.token)
     finally:
         httpd.shutdown()
     assert [t["error_kind"] for t in ep["turns"]] == ["no_model_new", "no_model_new"]
@@ -313,7 +314,7 @@ def test_openai_policy_against_fake_endpoint(server, use_sdk):
 @slow
 def test_transformers_policy_cli(server, tmp_path, tiny_model):
     out = tmp_path / "hf"
-    res = be.main(["--env_url", server.url, "--env_token", server.token, "--policy", "transformers", "--model",
+    res = baseline_eval.main(["--env_url", server.url, "--env_token", server.token, "--policy", "transformers", "--model",
                    str(tiny_model), "--device", "cpu", "--dtype", "float32", "--max_tokens", "8", "--samples", "2",
                    "--max_tasks", "1", "--out", str(out), "--no_progress"])
     eps = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
@@ -325,6 +326,5 @@ def test_transformers_policy_cli(server, tmp_path, tiny_model):
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import make_tiny_model
-    return make_tiny_model.build(tmp_path_factory.mktemp("tiny_model"))
+    from kernel_env.agent.tiny_model import build
+    return build(tmp_path_factory.mktemp("tiny_model"))

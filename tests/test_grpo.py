@@ -18,9 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
 
-import baseline_eval as be  # noqa: E402
+import baseline_eval  # noqa: E402  (the script under test: its CLI and the seed's imports)
+from kernel_env.agent import local_server, session  # noqa: E402
 
 pytestmark = pytest.mark.slow
 TRAIN = ["level1/1_Small_ReLU", "level1/6_Small_Tanh"]
@@ -29,8 +29,8 @@ MAX_TURNS = 2
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    import make_tiny_model
-    return make_tiny_model.build(tmp_path_factory.mktemp("tiny_model"))
+    from kernel_env.agent.tiny_model import build
+    return build(tmp_path_factory.mktemp("tiny_model"))
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def tok(tiny_model):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("grpo_server")
-    srv = be.LocalEnvServer("cpu", ["--max-turns", str(MAX_TURNS), "--stats-interval-s", "0"], root / "server.log").start()
+    srv = local_server.LocalEnvServer("cpu", ["--max-turns", str(MAX_TURNS), "--stats-interval-s", "0"], root / "server.log").start()
     yield srv
     srv.stop()
 
@@ -185,7 +185,7 @@ def test_rollout_env_failure_is_an_error_not_a_reward(tok, tmp_path):
     import grpo_kernel
     script, _, _ = _script(tok)
     rollout = grpo_kernel.make_rollout_func(_kargs(env_retries=1), str(tmp_path), "http://127.0.0.1:9", None)
-    with pytest.raises(be.EnvFailure):
+    with pytest.raises(session.EnvFailure):
         rollout(list(TRAIN), FakeTrainer(tok, script))
     assert not (tmp_path / "rollouts-rank0.jsonl").exists()
 
@@ -261,7 +261,7 @@ def test_trainer_two_steps_with_eval(run_dir, tok):
     assert [(e["mode"], e["step"]) for e in eps] == [("train", 0)] * 2 + [("train", 1)] * 2 + [("eval", 2)] * 2
     assert all(e["split"] == ("train" if e["mode"] == "train" else "eval") for e in eps)
     assert all(len(e["turns"]) == MAX_TURNS and e["turns"][0]["stage"] == "format" for e in eps)
-    held_out = set(be.split_task_ids("eval", [1]))
+    held_out = set(baseline_eval.split_task_ids("eval", [1]))
     assert all((e["task_id"] in held_out) == (e["mode"] == "eval") for e in eps)
 
 
@@ -289,7 +289,7 @@ def test_resume_with_an_embedded_server_then_report(run_dir, tiny_model, tmp_pat
     sol.mkdir()
     (sol / "level1__4_Small_LayerNorm.py").write_text("import torch\nx = 1\n")
     base = tmp_path / "baseline"
-    be.main(["--env_url", "local", "--local_env_args", "--max-turns 1 --stats-interval-s 0", "--policy", "replay",
+    baseline_eval.main(["--env_url", "local", "--local_env_args", "--max-turns 1 --stats-interval-s 0", "--policy", "replay",
              "--solutions", str(sol), "--out", str(base), "--no_progress"])
     import report
     page_path = report.main([str(out), "--baseline", str(base / "summary.json")])

@@ -79,8 +79,7 @@ def make_baseline(folder: Path, seed: int = 1) -> Path:
         turns = [_turn(k, rng, 0.15) for k in range(1, 4)]
         eps.append({"task_id": task, "mode": "eval", "turns": turns, "codes": [""] * 3})
     (folder / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in eps))
-    sys.path.insert(0, str(ROOT))
-    from baseline_eval import summarize
+    from kernel_env.agent.metrics import summarize
     (folder / "summary.json").write_text(json.dumps(summarize(eps)))
     return folder
 

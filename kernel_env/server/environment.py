@@ -23,7 +23,7 @@ from typing import Any, Optional
 from openenv.core.env_server.interfaces import Environment
 
 from ..judge.verdict import ErrorKind, Verdict
-from ..models import KernelAction, KernelObservation, KernelState
+from ..models import KernelAction, KernelObservation, KernelState, TurnResult
 from ..tasks import Task, TaskError, TaskSet
 from .prompts import build_problem
 from .reward import RewardConfig, compute_reward
@@ -234,18 +234,12 @@ class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState
         turn = self._state.step_count + 1
         self._done = turn >= max_turns
         self._state.step_count = turn
-        self._state.history.append(_history_entry(turn, verdict, reward, reason))
+        result = TurnResult.from_verdict(turn, verdict, reward, reason)
+        self._state.history.append(result.judged())
         sh.counters["steps"] += 1
         sh.counters["stage:" + str(verdict.stage)] += 1
         sh.counters["correct"] += bool(verdict.correct)
-        return KernelObservation(
-            problem="", stage=verdict.stage, correct=bool(verdict.correct), speedup=verdict.speedup,
-            roofline_frac=verdict.roofline_frac, ref_roofline_frac=verdict.ref_roofline_frac,
-            t_ref_ms=verdict.t_ref_ms, t_new_ms=verdict.t_new_ms, t_min_ms=verdict.t_min_ms,
-            bound=verdict.bound, feedback=verdict.feedback or "", done=self._done, reward=reward,
-            metadata={"turn": turn, "max_turns": max_turns, "task_id": task_id,
-                      "error_kind": verdict.error_kind, "suspicious": bool(verdict.suspicious),
-                      "roofline_violation": bool(verdict.roofline_violation), "reward_reason": reason})
+        return result.observation(done=self._done, max_turns=max_turns, task_id=task_id)
 
     @property
     def state(self) -> KernelState:
@@ -257,19 +251,3 @@ class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState
 
     def step(self, action, timeout_s=None, **kwargs):
         raise EnvError("kernel_env is async-only: connect with KernelEnv (WebSocket /ws)")
-
-
-def _history_entry(turn: int, v: Verdict, reward: float, reason: str) -> dict:
-    return {"turn": turn, "stage": v.stage, "correct": bool(v.correct), "error_kind": v.error_kind,
-            "speedup": v.speedup, "reward": reward, "reward_reason": reason,
-            "t_ref_ms": v.t_ref_ms, "t_new_ms": v.t_new_ms, "t_min_ms": v.t_min_ms,
-            "roofline_frac": v.roofline_frac, "ref_roofline_frac": v.ref_roofline_frac, "bound": v.bound,
-            "suspicious": bool(v.suspicious), "roofline_violation": bool(v.roofline_violation),
-            "trials_passed": v.trials_passed, "timings": dict(v.timings or {}),
-            # the spread of this evaluation's timed calls ((p90 - p10) / median) and how many there were
-            "timing_spread": (v.details or {}).get("timing_spread"), "timed_calls": (v.details or {}).get("timed_calls"),
-            # seconds of the run process's phases in the device slot (import, construct, trials, timing)
-            "run_phases": (v.details or {}).get("run_phases"),
-            # and of the reference worker's (profile and slots; inputs, forwards and comparison)
-            "ref_phases": (v.details or {}).get("ref_phases"),
-            "build_cached": bool((v.details or {}).get("build_cached"))}

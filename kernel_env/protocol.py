@@ -1,0 +1,60 @@
+"""The names of the messages between the judge and its processes, on both sides of the trust line.
+
+One JSON object a line. The judge writes commands to a process's stdin; a process answers with
+events on its protocol pipe (candidate processes) or stdout (the reference worker). This module
+imports nothing: candidate processes load it before any submission, and the judge reads the same
+names, so a renamed message cannot drift between the two sides.
+
+Candidate processes (kernel_env/candidate/runner.py), in the order of an evaluation:
+
+    build process   <- {"cmd": BUILD, "env": {...}}          -> BUILT | ERROR (phase "build")
+    run process     -> IMPORTED   <- {"cmd": WARM}            -> WARMED
+                    <- the plan (seeds, task, timing rule)    -> READY
+                    <- {"cmd": GO, "slots", "token", "timing"} -> OUTPUTS (the trials' outputs)
+                    <- {"cmd": TIME}                          -> TIMED, then DONE | ERROR
+
+Every event after GO carries the token GO brought. ERROR has a `phase` and a `kind` (BUILD_ERROR,
+NO_MODEL_NEW, REJECTED, RUNTIME_ERROR). The judge's own reading of a process adds EOF (it ended),
+TIMEOUT (no line in time) and GARBAGE (a line that is not a JSON object).
+
+The reference worker (kernel_env/judge/reference_worker.py) takes {"mode": ...} requests: WARM_UP,
+PROFILE, PREPARE (hand out output slots), CHECK (the trials, before the timing), COMPARE (the
+rechecks of timed calls), RELEASE (let go of the slots); it answers {"ok": true, ...} or
+{"ok": false, "error": ...}.
+"""
+
+# commands to a candidate process ("cmd")
+BUILD = "build"
+WARM = "warm"
+GO = "go"
+TIME = "time"
+
+# events from a candidate process ("event")
+BUILT = "built"
+IMPORTED = "imported"
+WARMED = "warmed"
+READY = "ready"
+OUTPUTS = "outputs"
+TIMED = "timed"
+DONE = "done"
+ERROR = "error"
+
+# kinds of ERROR
+BUILD_ERROR = "build_error"
+NO_MODEL_NEW = "no_model_new"
+REJECTED = "rejected"
+RUNTIME_ERROR = "runtime_error"
+
+# what the judge's reader says of a process that sent no proper line
+EOF = "eof"
+TIMEOUT = "timeout"
+GARBAGE = "garbage"
+READER_EVENTS = (TIMEOUT, EOF, GARBAGE)
+
+# requests to the reference worker ("mode")
+WARM_UP = "warm"
+PROFILE = "profile"
+PREPARE = "prepare"
+CHECK = "check"
+COMPARE = "compare"
+RELEASE = "release"
