@@ -43,6 +43,7 @@ from pathlib import Path
 
 # The harness binds its timer primitives at import: before the submission can touch them.
 from kernel_env import harness
+from kernel_env import protocol as P
 from kernel_env.candidate import fast_build, watch
 
 # What the timing code relies on, captured before the submission runs: checked again after timing.
@@ -127,7 +128,7 @@ def build(workdir: Path, fd: int) -> int:
     # (KERNEL_ENV_BUILT_DIR: loaded, not built again) and which precompiled header to use
     try:
         plan = json.loads(sys.stdin.readline() or "{}")
-        if plan.get("cmd") != "build":
+        if plan.get("cmd") != P.BUILD:
             return 0
         _apply_plan_env(plan)
     except (ValueError, AttributeError, TypeError):
@@ -137,15 +138,15 @@ def build(workdir: Path, fd: int) -> int:
         sub = harness.load_module(workdir / "submission.py", "submission")
     except BaseException as e:
         if compile_failed:
-            harness.emit(fd, {"event": "error", "phase": "build", "kind": "build_error", "message": _short_exc(e)})
+            harness.emit(fd, {"event": P.ERROR, "phase": "build", "kind": P.BUILD_ERROR, "message": _short_exc(e)})
         else:  # the run process imports it again, with the GPU, and reports what happens then
-            harness.emit(fd, {"event": "built", "import_failed": True, "build_s": time.monotonic() - t0})
+            harness.emit(fd, {"event": P.BUILT, "import_failed": True, "build_s": time.monotonic() - t0})
         return 0
     if not isinstance(getattr(sub, "ModelNew", None), type):
-        harness.emit(fd, {"event": "error", "phase": "build", "kind": "no_model_new",
+        harness.emit(fd, {"event": P.ERROR, "phase": "build", "kind": P.NO_MODEL_NEW,
                           "message": "the module imported, but it defines no class ModelNew"})
         return 3
-    harness.emit(fd, {"event": "built", "build_s": time.monotonic() - t0, "reused": len(fast_build.REUSED)})
+    harness.emit(fd, {"event": P.BUILT, "build_s": time.monotonic() - t0, "reused": len(fast_build.REUSED)})
     return 0
 
 
@@ -158,14 +159,12 @@ def _warm_triton(device) -> None:
         pass
 
 
-def main() -> int:
-    mode, workdir, fd = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
-    if mode == "build":
-        return build(workdir, fd)
+def start(fd: int):
+    """Everything a run process does before its evaluation is known (the judge keeps a few waiting),
+    outside any device slot: torch imported -> IMPORTED; on WARM the CUDA context, our own kernels'
+    device code and Triton's first launch -> WARMED. Returns (device, CPU seconds per stage), or the
+    exit code when the judge ended it instead."""
     import torch
-
-    # Started before its evaluation is known (the judge keeps a few waiting): everything that does
-    # not depend on the submission happens now, outside any device slot
     device = harness.device_of(os.environ.get("KERNEL_ENV_DEVICE", "cpu"))
     # the watch's first use imports torch._dynamo (1-2 s)
     with watch.Watch():
@@ -179,9 +178,9 @@ def main() -> int:
     # The first GPU work (the CUDA context, loading our kernels' device code, Triton's first launch)
     # waits for the judge's word: it keeps it out of another candidate's timing on this device
     cpu = {"imported": _cpu_s()}  # CPU seconds at each stage (diagnosis only, a claim)
-    harness.emit(fd, {"event": "imported"})
+    harness.emit(fd, {"event": P.IMPORTED})
     try:
-        if json.loads(sys.stdin.readline() or "{}").get("cmd") != "warm":
+        if json.loads(sys.stdin.readline() or "{}").get("cmd") != P.WARM:
             return 0
     except (ValueError, AttributeError):
         return 2
@@ -191,10 +190,15 @@ def main() -> int:
         if triton is not None:
             _warm_triton(device)
     cpu["warmed"] = _cpu_s()
-    harness.emit(fd, {"event": "warmed"})
+    harness.emit(fd, {"event": P.WARMED})
+    return device, cpu
 
-    # The plan holds this evaluation's seeds: it comes on stdin, never through a file another
-    # candidate process could read; with it, this evaluation's build settings
+
+def read_plan(fd: int, device, cpu: dict):
+    """The evaluation's plan, then its task imported -> READY. The plan holds the seeds: it comes on
+    stdin, never through a file another candidate process could read; with it, this evaluation's
+    build settings. Returns (plan, seeds, init_seed, task module), or the exit code."""
+    import torch
     try:
         plan = json.loads(sys.stdin.readline() or "{}")
         seeds, init_seed = plan.pop("seeds"), plan.pop("init_seed")
@@ -206,13 +210,33 @@ def main() -> int:
     task = harness.load_module(plan["task_path"], "reference_problem")
     sys.modules.pop("reference_problem", None)  # the submission has no business with the reference
     cpu["ready"] = _cpu_s()
-    harness.emit(fd, {"event": "ready"})
+    harness.emit(fd, {"event": P.READY})
+    return plan, seeds, init_seed, task
+
+
+def main() -> int:
+    mode, workdir, fd = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+    if mode == P.BUILD:
+        return build(workdir, fd)
+    import torch
+
+    # The stages before the submission is loaded are functions of this module; from the import of
+    # the submission on, everything runs in this function's own frame (and closures made in it): the
+    # submission shares the process and could replace a module-level function it has not yet run.
+    started = start(fd)
+    if isinstance(started, int):
+        return started
+    device, cpu = started
+    planned = read_plan(fd, device, cpu)
+    if isinstance(planned, int):
+        return planned
+    plan, seeds, init_seed, task = planned
 
     try:
         go = json.loads(sys.stdin.readline() or "{}")
     except ValueError:
         return 0
-    if go.get("cmd") != "go":
+    if go.get("cmd") != P.GO:
         return 0
     token = go.get("token")
 
@@ -227,15 +251,15 @@ def main() -> int:
     try:
         sub = harness.load_module(workdir / "submission.py", "submission")
     except SystemExit as e:
-        emit({"event": "error", "phase": "build", "kind": "build_error",
+        emit({"event": P.ERROR, "phase": "build", "kind": P.BUILD_ERROR,
               "message": f"the submission called exit({e.code}) while being imported"})
         return 3
     except BaseException as e:  # compile errors surface here, from load_inline
-        emit({"event": "error", "phase": "build", "kind": "build_error", "message": _short_exc(e)})
+        emit({"event": P.ERROR, "phase": "build", "kind": P.BUILD_ERROR, "message": _short_exc(e)})
         return 3
     model_cls = getattr(sub, "ModelNew", None)
     if not isinstance(model_cls, type):
-        emit({"event": "error", "phase": "build", "kind": "no_model_new",
+        emit({"event": P.ERROR, "phase": "build", "kind": P.NO_MODEL_NEW,
               "message": "the module imported, but it defines no class ModelNew"})
         return 3
     phases["import_s"] = time.monotonic() - t0
@@ -298,7 +322,7 @@ def main() -> int:
             del out
         cpu["outputs"] = _cpu_s()
         t3 = time.monotonic()  # before the message: the judge's check (and its clock) starts only once it is read
-        emit({"event": "outputs", "trials": headers})
+        emit({"event": P.OUTPUTS, "trials": headers})
         phases["trials_s"] = t3 - t2
         # the timing starts on the judge's word: once the reference worker has checked the trials
         # (wrong outputs are never timed; no other process's GPU work in the timing)
@@ -306,7 +330,7 @@ def main() -> int:
             gate = json.loads(_SAVED_READLINE() or "{}")
         except ValueError:
             gate = None
-        if not isinstance(gate, dict) or gate.get("cmd") != "time":
+        if not isinstance(gate, dict) or gate.get("cmd") != P.TIME:
             release_slots()
             return 0
         t4 = time.monotonic()
@@ -360,7 +384,7 @@ def main() -> int:
         bad = _tampered()
         if bad:
             raise Rejected(f"the submission replaced the evaluator's timing or output functions ({bad})")
-        emit({"event": "timed", "times_ms": res["times_ms"], "calls": state["n"]})
+        emit({"event": P.TIMED, "times_ms": res["times_ms"], "calls": state["n"]})
         phases["timing_spreads"] = [round(x, 4) for x in res["spreads"]]  # one per measurement (retimed when > 1)
         phases["timing"], phases["hold_us"], phases["late_calls"] = res["timing"], res["hold_us"], res.get("late", 0)
         phases["hold_s"] = round(res["held_s"], 4)  # the GPU idled in hold kernels this long (busy to nvidia-smi)
@@ -370,15 +394,15 @@ def main() -> int:
         cpu["done"], phases["thread_cpu_s"] = _cpu_s(), _thread_cpu_s()
         # the slots hold the last timed output of each input set, checked like the trials
         release_slots()
-        emit({"event": "done", "rechecks": [recheck_headers.get(j, []) for j in range(len(kept))],
+        emit({"event": P.DONE, "rechecks": [recheck_headers.get(j, []) for j in range(len(kept))],
               "phases": {k: round(v, 3) if isinstance(v, float) else v for k, v in phases.items()}})
     except Rejected as e:
         release_slots()
-        emit({"event": "error", "phase": phase, "kind": "rejected", "message": f"Rejected: {e}"})
+        emit({"event": P.ERROR, "phase": phase, "kind": P.REJECTED, "message": f"Rejected: {e}"})
         return 4
     except BaseException as e:
         release_slots()
-        emit({"event": "error", "phase": phase, "kind": "runtime_error", "message": _short_exc(e)})
+        emit({"event": P.ERROR, "phase": phase, "kind": P.RUNTIME_ERROR, "message": _short_exc(e)})
         return 4
     return 0
 

@@ -1,8 +1,12 @@
-"""The verdict on one submission: plain data, built by the judge in one place (service.py)."""
+"""The verdict on one submission: plain data, and how the judge finishes one that reached the
+comparison (`finish`)."""
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+
+from . import feedback as fb
 
 
 class Stage(str, Enum):
@@ -63,3 +67,39 @@ class Verdict:
     @property
     def compiled(self) -> bool:
         return self.stage in (Stage.RUN.value, Stage.CORRECTNESS.value, Stage.TIMED.value)
+
+
+def finish(v: Verdict, cfg, profile: dict, passed: int, mismatch: dict | None, times_ms: list | None) -> Verdict:
+    """The verdict once the outputs were compared: the task's numbers from its profile (t_ref, FLOPs,
+    bytes, roofline), then wrong outputs (correctness), or the speedup and the flags (timed).
+    `cfg` is the JudgeConfig."""
+    v.device_name, v.flops, v.bytes_moved = profile["device_name"], profile["flops"], profile["bytes"]
+    v.t_ref_ms, v.t_min_ms, v.bound = profile["t_ref_ms"], profile["t_min_ms"], profile["bound"]
+    v.ref_roofline_frac = profile["ref_roofline_frac"]
+    v.trials_passed = passed
+    if mismatch:
+        mm = mismatch
+        v.stage, v.error_kind = Stage.CORRECTNESS.value, ErrorKind.OUTPUT_MISMATCH.value
+        where = "recheck of timed outputs" if "recheck" in mm else f"trial {mm.get('trial', 0) + 1} of {cfg.correctness_trials}"
+        v.feedback = fb.clip(f"Wrong output ({where}): {mm['message']}", cfg.feedback_max_chars)
+        v.details["mismatch"] = mm
+        return v
+    t_new = statistics.median(times_ms)
+    v.stage, v.correct = Stage.TIMED.value, True
+    v.t_new_ms = t_new
+    v.speedup = v.t_ref_ms / t_new
+    v.roofline_frac = v.t_min_ms / t_new if v.t_min_ms else None
+    v.suspicious = v.speedup > cfg.suspicious_speedup
+    v.roofline_violation = bool(v.t_min_ms) and t_new < v.t_min_ms * cfg.roofline_violation_factor
+    v.details.update({"timed_calls": len(times_ms), "ref_calls": profile.get("ref_calls"),
+                      "timing_spread": spread(times_ms)})
+    v.feedback = fb.timed_summary(v.speedup, t_new, v.t_ref_ms, v.roofline_frac, v.bound, v.suspicious,
+                                  v.roofline_violation)
+    return v
+
+
+def spread(times: list) -> float:
+    """(p90 - p10) / median of the timed calls."""
+    q = sorted(times)
+    lo, hi = q[len(q) // 10], q[(9 * len(q)) // 10]
+    return (hi - lo) / statistics.median(q) if q else 0.0

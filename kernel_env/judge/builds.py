@@ -1,0 +1,201 @@
+"""TRUSTED: the build stage, and the build cache.
+
+A build process (no GPU: its device files hidden; a CPU build slot; a lower priority) imports the
+submission, so that load_inline compiles into the process's own folder; the judge then publishes
+what it built into the source's build folder in the cache (`publish_build`), where run processes
+load it. A source this judge has built before (with the same precompiled header) skips the stage.
+"""
+from __future__ import annotations
+
+import ast
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+from .. import protocol as P
+from ..candidate.fast_build import BUILT_MANIFEST
+from . import feedback as fb
+from .config import JudgeConfig
+from .devices import queued
+from .pools import BUILD, CandidatePools
+from .reference import JudgeInternalError
+from .sandbox import Proc, describe_exit
+from .verdict import ErrorKind, Stage, Verdict
+
+log = logging.getLogger("kernel_env.judge")
+BUILT_MEMORY = 4096  # sources remembered as built
+
+
+class Builds:
+    """The build stage: a CPU build slot, an idle build process, the build published to the cache.
+    Remembers the sources whose build succeeded here: the same text again goes straight to its run
+    process, which imports the cached build (a build folder removed since is built there again)."""
+
+    def __init__(self, cfg: JudgeConfig, pools: CandidatePools, stats: dict):
+        self.cfg, self.pools, self.stats = cfg, pools, stats
+        self.slots = asyncio.Semaphore(cfg.build_slots)
+        self._built: OrderedDict[str, bool] = OrderedDict()
+
+    @staticmethod
+    def _key(source: str, pch_dir: str | None) -> str:
+        # with another precompiled header main.cpp differs: built again
+        return hashlib.sha256(f"{pch_dir}\x00{source}".encode()).hexdigest()
+
+    def forget(self, source: str, pch_dir: str | None) -> None:
+        """The run process could not import the build: build it again next time."""
+        self._built.pop(self._key(source, pch_dir), None)
+
+    async def build(self, v: Verdict, source: str, ext_dir: Path, build_env: dict, pch_dir: str | None) -> Verdict | None:
+        """Build `source` into `ext_dir` unless it was built here before. Timings and details go into
+        `v`; returns `v` as the verdict when the build failed, else None."""
+        key = self._key(source, pch_dir)
+        if key in self._built:
+            self._built.move_to_end(key)
+            v.timings["build_wait_s"] = v.timings["build_s"] = 0.0
+            v.details["build_cached"] = True
+            return None
+        builder = None
+        try:
+            t_w = time.monotonic()
+            async with queued(self.stats, "waiting_build", self.slots):
+                t_b = time.monotonic()
+                v.timings["build_wait_s"] = round(t_b - t_w, 3)  # for a CPU build slot
+                # an idle build process (torch imported): the submission, then its build settings
+                # (earlier builds of it in KERNEL_ENV_BUILT_DIR are loaded, not built again)
+                builder = await self.pools.take(BUILD)
+                (builder.workdir / "submission.py").write_text(source)
+                if not await builder.send(json.dumps({"cmd": P.BUILD, "env": build_env})):
+                    raise JudgeInternalError("the build process ended before it got the submission: "
+                                             + builder.output()[-1500:])
+                msg = await builder.next_message(self.cfg.build_timeout_s)
+                if msg.get("event") == P.TIMEOUT:  # its compilers go before the build slot does
+                    await builder.close()
+                v.timings["build_s"] = round(time.monotonic() - t_b, 3)
+            self.stats["builds"] += 1
+            self.stats["build_wait_s_total"] += v.timings["build_wait_s"]
+            self.stats["build_s_total"] += v.timings["build_s"]
+            if msg.get("event") != P.BUILT:
+                return await self._failed(v, builder, msg)
+            await builder.close()  # nothing writes its folder any more: the build moves to the cache
+            publish_build(builder.workdir / "torch_extensions", ext_dir)
+            if isinstance(msg.get("reused"), int) and msg["reused"] > 0:  # a claim, for diagnosis
+                v.details["build_reused"] = msg["reused"]
+            if not msg.get("import_failed"):
+                self._built[key] = True
+                while len(self._built) > BUILT_MEMORY:
+                    self._built.popitem(last=False)
+            return None
+        finally:
+            # a build killed midway leaves its lock in the process's own folder, removed here with it
+            if builder is not None:
+                await asyncio.shield(builder.close())
+                shutil.rmtree(builder.workdir, ignore_errors=True)
+
+    async def _failed(self, v: Verdict, cand: Proc, msg: dict) -> Verdict:
+        ev = msg.get("event")
+        limit = self.cfg.feedback_max_chars
+        if ev == P.TIMEOUT:
+            v.error_kind = ErrorKind.BUILD_TIMEOUT.value
+            v.feedback = f"Build timed out after {self.cfg.build_timeout_s:.0f} s (compiling or importing the submission)."
+        elif ev == P.ERROR and msg.get("kind") == P.NO_MODEL_NEW:
+            v.stage, v.error_kind = Stage.FORMAT.value, ErrorKind.NO_MODEL_NEW.value
+            v.feedback = "The module imported, but it defines no class ModelNew."
+        elif ev == P.ERROR:
+            await cand.wait(5)
+            v.error_kind = ErrorKind.BUILD_ERROR.value
+            v.feedback = fb.build_failure(str(msg.get("message", "")), cand.output(), limit)
+        else:  # the process died or sent garbage while importing
+            rc = await cand.wait(5 if ev == P.EOF else 0.1)
+            if rc is None:
+                cand.kill()
+                rc = await cand.wait(5)
+            v.error_kind = ErrorKind.CRASH.value
+            v.feedback = fb.runtime_failure(f"The process {describe_exit(rc)} while importing the submission.", "",
+                                            cand.output(), limit)
+        return v
+
+
+def build_key(source: str) -> str:
+    """The build folder of a submission: a hash of its long string constants (the kernel sources and
+    flags). Submissions that differ only in Python share a build; different kernels never share a
+    folder, so they never wait on each other's build lock, even when they reuse an extension name."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return hashlib.sha256(source.encode()).hexdigest()[:20]
+    # docstrings and other bare string statements are not kernel sources: leave them out
+    bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    consts = sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                     and len(n.value) >= 32 and id(n) not in bare})
+    return hashlib.sha256("\x00".join(consts).encode()).hexdigest()[:20]
+
+
+def _manifest(folder: Path) -> dict:
+    """fast_build's manifest of a build folder (load_inline call -> the module it built), the entries
+    whose module file is a plain file of that folder. Written by a candidate: a claim, read with care."""
+    path = folder / BUILT_MANIFEST
+    try:
+        if path.is_symlink() or path.stat().st_size > (1 << 20):
+            return {}
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    good = {}
+    for key, e in (entries.items() if isinstance(entries, dict) else ()):
+        if not isinstance(e, dict):
+            continue
+        file = e.get("file")
+        if (isinstance(key, str) and len(key) <= 128 and isinstance(e.get("module"), str) and isinstance(file, str)
+                and _PLAIN_NAME.fullmatch(file) and (folder / file).is_file() and not (folder / file).is_symlink()):
+            good[key] = {"module": e["module"], "file": file}
+    return good
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def publish_build(staged: Path, ext_dir: Path) -> None:
+    """Move what a build process built (the extension folders in its own folder's torch_extensions)
+    into the source's build folder in the cache, where run processes read it (fast_build's manifest).
+    An extension folder not there yet moves as it is. Into one that is, only the modules of calls it
+    lacks move, each under a name of its own, and the manifest is replaced by the union: files already
+    there never change, so a run process reading the folder meanwhile finds what its manifest named.
+    Either way the manifest left in the cache holds only the entries checked here."""
+    try:
+        built = sorted(staged.iterdir())
+    except OSError:
+        return
+    ext_dir.mkdir(parents=True, exist_ok=True)
+    for src in built:
+        new = {} if src.is_symlink() or not src.is_dir() or not _PLAIN_NAME.fullmatch(src.name) else _manifest(src)
+        if not new:
+            continue
+        dst = ext_dir / src.name
+        try:
+            if not dst.exists() and not dst.is_symlink():
+                os.rename(src, dst)  # the first build of this extension here: the folder as it is
+                have, merged = None, new
+            elif dst.is_symlink() or not dst.is_dir():
+                continue
+            else:
+                have = _manifest(dst)
+                merged = dict(have)
+                for key, e in new.items():
+                    if key not in have:  # another call's module, under a name of its own
+                        file = f"{hashlib.sha256(key.encode()).hexdigest()[:12]}-{e['file']}"
+                        os.replace(src / e["file"], dst / file)
+                        merged[key] = {**e, "file": file}
+            if merged != have:  # the manifest in the cache is the judge's: only entries it checked
+                tmp = dst / f".{BUILT_MANIFEST}.{secrets.token_hex(4)}"
+                tmp.write_text(json.dumps(merged))
+                os.replace(tmp, dst / BUILT_MANIFEST)
+        except OSError as e:  # another file system, another judge at the same folder: built again next time
+            log.warning("could not move the build %s into the cache: %s", src.name, e)

@@ -1,0 +1,81 @@
+"""TRUSTED: the device slots. One measurement per device at a time, and the windows that keep a run
+process's first GPU work out of another candidate's timing.
+
+Per device: a lock (the slot: candidate code runs on a GPU only while it holds it), how many
+evaluations are headed there (to pick the least loaded device and to know when nobody waits), how
+long the slot was held, and a gate with three counts: candidates being run or timed ("timing"),
+timings about to start ("want"), run processes making their CUDA context ("warming").
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import asynccontextmanager
+
+
+class DeviceSlots:
+    def __init__(self, devices: tuple):
+        self.locks = {g: asyncio.Lock() for g in devices}
+        self.pending = {g: 0 for g in devices}  # evaluations headed to the device, the one measuring included
+        self.busy_s = {g: 0.0 for g in devices}
+        self.gate = {g: {"timing": 0, "want": 0, "warming": 0} for g in devices}
+
+    def pick(self) -> int:
+        """The device with the fewest evaluations headed to it."""
+        return min(self.pending, key=lambda g: self.pending[g])
+
+    @asynccontextmanager
+    async def slot(self, gpu: int):
+        """The device's exclusive slot; the time it is held counts as busy."""
+        async with self.locks[gpu]:
+            t = time.monotonic()
+            try:
+                yield
+            finally:
+                self.busy_s[gpu] += time.monotonic() - t
+
+    @asynccontextmanager
+    async def warm_window(self, gpu: int):
+        """A run process's first GPU work waits while a candidate on the device runs or is about to: on
+        the H200, run processes starting beside a timing slowed its calls (docs/design/timing.md)."""
+        g = self.gate[gpu]
+        while g["timing"] or g["want"]:
+            await asyncio.sleep(0.01)
+        g["warming"] += 1
+        try:
+            yield
+        finally:
+            g["warming"] -= 1
+
+    @asynccontextmanager
+    async def timing_window(self, gpu: int, wait_s: float):
+        """A candidate runs and is timed: no warm-up starts meanwhile; those under way are waited for,
+        up to wait_s (0 under load: the slot does not wait for the pool)."""
+        g = self.gate[gpu]
+        g["want"] += 1
+        try:
+            end = time.monotonic() + wait_s
+            while g["warming"] and time.monotonic() < end:
+                await asyncio.sleep(0.005)
+        finally:
+            g["want"] -= 1
+        g["timing"] += 1
+        try:
+            yield
+        finally:
+            g["timing"] -= 1
+
+
+@asynccontextmanager
+async def queued(stats: dict, counter: str, slot):
+    """Hold `slot`; while waiting for it, count in stats[counter] (also when cancelled)."""
+    stats[counter] += 1
+    waiting = True
+    try:
+        async with slot:
+            stats[counter] -= 1
+            waiting = False
+            yield
+    finally:
+        if waiting:
+            stats[counter] -= 1

@@ -1,0 +1,182 @@
+"""TRUSTED: the judge's idle candidate processes, and how a candidate process is started.
+
+An idle process has torch imported (a run process its CUDA context made too) and waits for its
+submission: it costs an evaluation no start-up, and 64 sessions never start 64 torch imports at
+once. Two kinds: run processes per device (key ("run", gpu)) and build processes without a GPU for
+all (key BUILD). Each lives in a folder of its own (where its submission will be written) with its
+own build folder in it; the evaluation's settings come with its plan (candidate/runner.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+from .. import protocol as P
+from . import bytecode_cache
+from .config import JudgeConfig
+from .devices import DeviceSlots
+from .environ import ProcessEnv
+from .sandbox import PYTHON, Proc, wrap
+
+log = logging.getLogger("kernel_env.judge")
+BUILD = ("build", None)  # the pool key of idle build processes (not tied to a device)
+RUNNER = [PYTHON, "-m", "kernel_env.candidate.runner"]
+
+
+def max_file_bytes(cfg: JudgeConfig) -> int:
+    """RLIMIT_FSIZE of a candidate: room for a build, not for filling the disk. Outputs never go to
+    files on CUDA; on the CPU they do (mapped slot files, made by the reference worker)."""
+    return 2 << 30
+
+
+async def discard(p: Proc) -> None:
+    """End a process the judge keeps between evaluations, and remove its folder."""
+    if p.loop is asyncio.get_running_loop():
+        if getattr(p, "warmed", None) is not None:
+            p.warmed.cancel()
+        await p.close()
+    else:  # its pipes belong to an event loop that has ended: kill it directly
+        p.kill()
+    shutil.rmtree(p.workdir, ignore_errors=True)
+
+
+class CandidatePools:
+    def __init__(self, cfg: JudgeConfig, devices: tuple, work_root: Path, build_staging: Path, env: ProcessEnv,
+                 slots: DeviceSlots, isolation: str, hide: list, bytecode: "bytecode_cache.Warm | None"):
+        self.cfg, self.work_root, self.build_staging, self.env = cfg, work_root, build_staging, env
+        self.slots, self.isolation, self.hide, self.bytecode = slots, isolation, hide, bytecode
+        self.idle: dict[tuple, list[Proc]] = {("run", g): [] for g in devices}
+        self.idle[BUILD] = []
+        self._starting = {k: 0 for k in self.idle}
+        self._loop = None
+        self._bg: set[asyncio.Task] = set()  # processes being started for the pool
+        self.one_shot = False  # evaluate_sync: one evaluation per event loop, no pool kept between them
+
+    def idle_runners(self) -> int:
+        return sum(len(v) for k, v in self.idle.items() if k != BUILD)
+
+    def fill(self, key: tuple) -> None:
+        """Start candidate processes in the background until enough are idle or starting for `key`:
+        ("run", gpu) keeps `idle_runners` run processes of the device (one when one-shot), BUILD keeps
+        `staged_builders` build processes (none when one-shot)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # processes started under an event loop that has ended
+            for idle in self.idle.values():
+                while idle:
+                    p = idle.pop()
+                    p.kill()
+                    shutil.rmtree(p.workdir, ignore_errors=True)
+            self._starting = {k: 0 for k in self.idle}
+            self._loop = loop
+        cpu = self.cfg.device == "cpu"  # there the measurement is the CPU's: idle processes would take from it
+        if key == BUILD:
+            target = 0 if self.one_shot else min(1, self.cfg.staged_builders) if cpu else self.cfg.staged_builders
+        else:
+            target = 1 if self.one_shot or cpu else max(1, self.cfg.idle_runners)
+        for _ in range(target - len(self.idle[key]) - self._starting[key]):
+            self._starting[key] += 1
+            t = asyncio.ensure_future(self._add_idle(key))
+            self._bg.add(t)
+            t.add_done_callback(self._bg.discard)
+
+    async def _add_idle(self, key: tuple) -> None:
+        p = None
+        try:
+            p = await self.start_idle(key)
+        except Exception as e:  # noqa: BLE001 (logged: the evaluation that needs one starts its own)
+            log.error("could not start a %s process: %s", key[0], e)
+        finally:
+            self._starting[key] -= 1
+            if p is not None:
+                self.idle[key].append(p)
+
+    async def take(self, key: tuple) -> Proc:
+        """An idle process for `key` (the oldest: the furthest along in its start), else a new one."""
+        self.fill(key)
+        while self.idle[key]:
+            p = self.idle[key].pop(0)
+            if p.returncode is None:
+                break
+            await discard(p)
+        else:
+            p = await self.start_idle(key)
+        if not self.one_shot:
+            self.fill(key)
+        return p
+
+    async def start_idle(self, key: tuple) -> Proc:
+        """A candidate process before its evaluation is known, in a folder of its own with its own build
+        folder in it. A run process only reads the evaluation's build folder (fast_build's manifest); a
+        build process builds into its own, which the judge moves into the cache afterwards."""
+        mode, gpu = key
+        if mode == P.BUILD:
+            self.build_staging.mkdir(parents=True, exist_ok=True)
+        workdir = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=self.build_staging if mode == P.BUILD else self.work_root))
+        try:
+            (workdir / "torch_extensions").mkdir()
+            p = await self.start_candidate(mode, workdir, self.cfg.gpus[0] if gpu is None else gpu,
+                                           workdir / "torch_extensions", self.cfg.cache_dir / "triton", None)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        p.loop, p.workdir = asyncio.get_running_loop(), workdir
+        if mode == "run":
+            p.warmed = asyncio.ensure_future(self._warm_up(p, gpu))
+        return p
+
+    async def _warm_up(self, p: Proc, gpu: int) -> dict:
+        """A run process's start: torch imported (IMPORTED), then, inside a warm window of its device,
+        the CUDA context and the device code of the runner's own kernels (WARMED)."""
+        msg = await p.next_message(self.cfg.reference_timeout_s)
+        if msg.get("event") != P.IMPORTED:
+            return msg
+        p.imported = True
+        async with self.slots.warm_window(gpu):
+            if not await p.send(json.dumps({"cmd": P.WARM})):
+                return {"event": P.EOF}
+            return await p.next_message(self.cfg.reference_timeout_s)
+
+    async def start_candidate(self, mode: str, workdir: Path, gpu: int, ext_dir: Path, triton_dir: Path,
+                              pch_dir: str | None) -> Proc:
+        """A candidate process: "build" without the GPU (its device files hidden), "run" with it."""
+        cfg = self.cfg
+        argv, env = await self.candidate_command(mode, [*RUNNER, mode, str(workdir)], workdir, gpu, ext_dir,
+                                                 triton_dir, pch_dir)
+        return await Proc.start(argv, workdir, env, cfg.output_cap_bytes, max_file_bytes=max_file_bytes(cfg),
+                                mem_bytes=cfg.candidate_memory_bytes if cfg.device == "cpu" else None, untrusted=True,
+                                nice=cfg.build_nice if mode == P.BUILD else 0,
+                                idle_sched=cfg.build_sched_idle and mode == P.BUILD)
+
+    async def candidate_command(self, mode: str, argv: list, workdir: Path, gpu: int, ext_dir: Path, triton_dir: Path,
+                                pch_dir: str | None) -> tuple[list, dict]:
+        """argv wrapped in the sandbox, and the environment, of a candidate process of `mode`."""
+        hide = self.hide if mode == P.BUILD else ()
+        readonly = []
+        if self.bytecode:  # torch's bytecode, compiled by the judge: read, never written
+            await self.bytecode.ready()
+            readonly.append(self.bytecode.dir)
+        argv = wrap(self.isolation, argv, workdir, [ext_dir, triton_dir], hide=hide, readonly=readonly)
+        env = self.env(workdir, gpu, trusted=False, ext_dir=ext_dir, pch_dir=pch_dir)
+        if self.bytecode:
+            env[bytecode_cache.ENV] = str(self.bytecode.dir)
+        if mode == P.BUILD:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        return argv, env
+
+    async def settle(self) -> None:
+        """Let the processes being started finish starting (a spawn: milliseconds), so none is left unowned."""
+        await asyncio.gather(*self._bg, return_exceptions=True)
+
+    async def stop(self) -> None:
+        """End the idle processes and remove the build processes' staging folder."""
+        for idle in self.idle.values():
+            while idle:
+                await discard(idle.pop())
+        try:
+            self.build_staging.rmdir()
+        except OSError:
+            pass

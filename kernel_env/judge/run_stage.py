@@ -1,0 +1,158 @@
+"""TRUSTED: the run stage, as the judge drives it: one run process, inside the device slot.
+
+"go" (with the output slots and a token) -> the trials' outputs, which the reference worker checks
+before anything is timed (wrong outputs are never timed) -> "time" -> the times and the rechecks.
+Everything the process says is a claim: lines without the token are forgeries, times are checked
+against the judge's own clock. The result is a RunOutcome; the verdict is made from it elsewhere.
+"""
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+from .. import protocol as P
+from . import feedback as fb
+from .config import JudgeConfig
+from .sandbox import Proc, describe_exit
+from .verdict import ErrorKind, Stage
+
+
+@dataclass
+class Failure:
+    """Why a run gave no outputs to compare: the verdict's stage, error kind and feedback."""
+    kind: str
+    feedback: str
+    stage: str = Stage.RUN.value
+    details: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunOutcome:
+    failure: Failure | None = None
+    trials: list | None = None      # the trials' output headers (what the slots hold)
+    check: dict | None = None       # the reference worker's check of the trials: its phases, seconds
+    mismatch: dict | None = None    # a trial's outputs were wrong: the run ended before its timing
+    passed: int = 0                 # trials that passed the check, when one mismatched
+    times_ms: list | None = None
+    calls: int | None = None
+    timing_wall_s: float | None = None  # the judge's clock from "go" to "timed"
+    rechecks: list | None = None    # the slots of one random timed call per timing set
+    phases: dict | None = None      # the run process's seconds per phase (a claim, for diagnosis)
+
+
+def _fail(kind: str, feedback: str, **kw) -> RunOutcome:
+    return RunOutcome(failure=Failure(kind, feedback, **kw))
+
+
+def _phases(raw) -> dict | None:
+    """The numbers of the run process's phases that are numbers (sizes bounded): diagnosis only."""
+    if not isinstance(raw, dict):
+        return None
+    return {k: v for k, v in raw.items()
+            if isinstance(v, (int, float))
+            or (k in ("trial_steps_s", "timing_spreads") and isinstance(v, list) and len(str(v)) < 2000)
+            or (k == "module_sha" and isinstance(v, str) and len(v) <= 64)
+            or (k in ("cpu_s", "thread_cpu_s") and isinstance(v, dict) and len(str(v)) < 2000
+                and all(isinstance(x, (int, float)) for x in v.values()))}
+
+
+def valid_times(run: RunOutcome, max_timed_calls: int) -> bool:
+    """Times are claims from the candidate process: sane numbers, and no more than the wall clock saw
+    from "go" to "timed"."""
+    times = run.times_ms
+    if not isinstance(times, list) or not 1 <= len(times) <= max_timed_calls:
+        return False
+    if not all(isinstance(t, (int, float)) and math.isfinite(t) and t > 0 for t in times):
+        return False
+    return sum(times) / 1e3 <= run.timing_wall_s * 1.05 + 0.01
+
+
+async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None = None,
+                check: Callable[[list], Awaitable[dict]] | None = None) -> RunOutcome:
+    """Drive the run phase of `cand`. `timing`: changes to the plan's timing rule, decided when the slot
+    is this evaluation's. `check(trials)`: the reference worker's check of the trials' outputs before
+    the candidate is timed; when they are wrong the run ends there (mismatch and passed set, no times)."""
+    limit = cfg.feedback_max_chars
+    deadline = time.monotonic() + cfg.run_timeout_s
+    # The runner stamps every line after "go" with this token; the submission runs in the same
+    # process and can write to the protocol pipe too, but never sees the token.
+    token = secrets.token_hex(16)
+    # the timing's wall-clock bound starts here, not at "outputs": a busy event loop reads messages
+    # late, and both at once when it stood still longer than the timing took (a window of ~0 s)
+    t_go = time.monotonic()
+    if not await cand.send(json.dumps({"cmd": P.GO, "slots": slots, "token": token, "timing": timing or {}})):
+        rc = await cand.wait(5)
+        return _fail(ErrorKind.CRASH.value,
+                     fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit))
+    run = RunOutcome()
+    outputs_seen = False
+    while True:
+        msg = await cand.next_message(max(0.0, deadline - time.monotonic()))
+        ev = msg.get("event")
+        if ev not in P.READER_EVENTS and msg.get("token") != token:
+            cand.kill()
+            return _fail(ErrorKind.TIMING_INVALID.value,
+                         "A message on the evaluator's result channel was not from the evaluator's runner "
+                         "(forged results: writing to the evaluator's pipes is not allowed); the run is discarded.",
+                         details={"forged_event": str(ev)[:40]})
+        if ev == P.OUTPUTS:
+            outputs_seen = True
+            run.trials = msg.get("trials")
+            if check is not None:  # the trials are checked now: wrong outputs are never timed
+                t_w = time.monotonic()
+                chk = await check(run.trials)
+                run.check = {**(chk.get("phases") or {}), "rows": chk.get("rows"), "deferred": chk.get("deferred"),
+                             "s": round(time.monotonic() - t_w, 4), "done_t": time.monotonic()}
+                if chk.get("mismatch"):
+                    cand.kill()
+                    run.mismatch, run.passed = chk["mismatch"], chk.get("passed", 0)
+                    return run
+            # the timing starts on our word: the worker's GPU work is over (it synchronised)
+            await cand.send(json.dumps({"cmd": P.TIME}))  # a process that died says so with EOF
+        elif ev == P.TIMED:
+            run.times_ms, run.calls = msg.get("times_ms"), msg.get("calls")
+            run.timing_wall_s = time.monotonic() - t_go
+        elif ev == P.DONE:
+            run.rechecks = msg.get("rechecks")
+            run.phases = _phases(msg.get("phases"))
+            break
+        elif ev == P.TIMEOUT:
+            cand.kill()
+            return _fail(ErrorKind.RUN_TIMEOUT.value,
+                         fb.clip(f"Timed out after {cfg.run_timeout_s:.0f} s while running ModelNew "
+                                 f"({'timing' if outputs_seen else 'correctness trials'}). "
+                                 "An infinite loop or a deadlock in the kernel?", limit))
+        elif ev == P.ERROR and msg.get("phase") == "build":  # the import, now with the GPU
+            if msg.get("kind") == P.NO_MODEL_NEW:
+                return _fail(ErrorKind.NO_MODEL_NEW.value, "The module imported, but it defines no class ModelNew.",
+                             stage=Stage.FORMAT.value)
+            await cand.wait(5)
+            return _fail(ErrorKind.BUILD_ERROR.value,
+                         fb.build_failure(str(msg.get("message", "")), cand.output(), limit), stage=Stage.BUILD.value)
+        elif ev == P.ERROR and msg.get("kind") == P.REJECTED:  # the watch's reason, not a traceback
+            text = str(msg.get("message", ""))
+            return _fail(ErrorKind.RUNTIME_ERROR.value, fb.clip(text if text.startswith("Rejected") else "Rejected: " + text, limit),
+                         details={"phase": msg.get("phase", "run"), "rejected": True})
+        elif ev == P.ERROR:
+            phase = msg.get("phase", "run")
+            return _fail(ErrorKind.RUNTIME_ERROR.value,
+                         fb.runtime_failure(f"ModelNew raised an exception ({phase}):", str(msg.get("message", "")),
+                                            cand.output(), limit), details={"phase": phase})
+        elif ev in (P.EOF, P.GARBAGE):
+            if ev == P.GARBAGE:
+                cand.kill()
+            rc = await cand.wait(10)
+            return _fail(ErrorKind.CRASH.value,
+                         fb.runtime_failure(f"The process {describe_exit(rc)} while running ModelNew "
+                                            "(a crash: bad memory access, illegal instruction, exit?). "
+                                            "Its last output:", "", cand.output() or "(none)", limit),
+                         details={"exit": describe_exit(rc)})
+    if not valid_times(run, cfg.max_timed_calls):
+        return _fail(ErrorKind.TIMING_INVALID.value,
+                     "The timing report is inconsistent with the evaluator's own clock; the run is discarded.",
+                     details={"timing_wall_s": run.timing_wall_s})
+    return run
