@@ -1,1 +1,1 @@
-"""Issue 6 benchmarks: this project against a plain harness (see run_all.py, docs/performance.md)."""
+"""The side-by-side benchmark: this project against a plain harness (README.md here, run_all.py)."""

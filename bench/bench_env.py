@@ -2,7 +2,7 @@
 
     python -m kernel_env.server.app --host 127.0.0.1 --port P --device D [--kernelbench-dir KB] ...
 
-EnvHarness starts it (baseline_eval.LocalEnvServer: a free port, a random token), waits for /health, hands out sessions (one KernelEnv WebSocket each) and reads
+EnvHarness starts it (kernel_env.agent.local_server.LocalEnvServer: a free port, a random token), waits for /health, hands out sessions (one KernelEnv WebSocket each) and reads
 /stats. A session's evaluate() is one step(): reset(task, split) first when the task changes or the
 episode is over; the per-evaluation timings (build, device queue, measurement) come from the last
 entry of state().history, fetched after the step (outside the step's latency).
@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from baseline_eval import LocalEnvServer
+from kernel_env.agent.local_server import LocalEnvServer
 from kernel_env import KernelAction, KernelEnv
 from kernel_env.tasks import split_of
 

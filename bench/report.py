@@ -23,7 +23,7 @@ Definitions (one harness, its load phase unless said otherwise):
   reference, the device-slot work; plain: correctness trials + timing). Both builds count from the
   candidate process's start (interpreter, imports, compile), so what is left is: env: waiting for a
   build slot, the reference worker's start, the server and the WebSocket; plain: building the models,
-  the process's exit. "alone": warm + spread-alone evaluations. The issue's goal counts the queue
+  the process's exit. "alone": warm + spread-alone evaluations. The goal (README.md) counts the queue
   as overhead too: add the queue row.
 - timing spread: max/min of the speedups of the same kernel (correct evaluations only); under load:
   the probes that started while load evaluations were in flight. One pair of rows per probe kernel

@@ -1,4 +1,4 @@
-"""Issue 6's benchmark: this project's server against the plain harness, side by side, in one run.
+"""The benchmark: this project's server against the plain harness, side by side, in one run.
 
     python bench/run_all.py --device cpu                                   # this machine: small numbers
     python bench/run_all.py --device cuda --kernelbench-dir .kb            # one GPU box (~8-10 min)
@@ -7,7 +7,7 @@ Each harness runs the same phases on the same kernels and tasks (bench/phases.py
 latency, timing spread alone, then the load (unique kernels from the pool, `--sessions` clients)
 with spread probes under it. Both serve the KernelBench folder's problems plus the benchmark's own
 (bench/tasks: a ~10 us kernel for the short-kernel spread). Prints one table and writes everything to --out (JSON).
-Definitions of the numbers: bench/report.py.
+Definitions of the numbers: bench/report.py; the goals: bench/README.md.
 """
 from __future__ import annotations
 

@@ -1,4 +1,17 @@
-# Temporary checker (deleted after use). Usage: python _gpu_check.py [small] [names...]
+"""Check the hand-written kernels of examples/submissions/ outside the judge, against plain torch.
+
+    python examples/check_on_gpu.py [small] [NAME ...]    # NAME: a part of a file name, e.g. 19_ReLU triton
+
+For each example file: builds it (runpy), runs ModelNew on the problem's shapes (written out here: no
+KernelBench files needed), compares with the torch reference (`assert_close`, atol = rtol = 1e-4) and
+again on a second set of inputs (randn x 3 but for the matmul: negative values, larger magnitudes), and times both
+(median of 10 CUDA-event calls after 3 warm-ups; no L2 flush, same inputs: a rough number, not the
+judge's). The matmul rows also show both results' error against float64. `small` uses tiny shapes;
+on a machine without a GPU the Triton files run under TRITON_INTERPRET=1 (times are then nan).
+
+A quick check while writing an example kernel; the judge's verdict is `kernel-env eval`. The times in
+examples/submissions/README.md come from this script on an H200.
+"""
 import os, sys, time, runpy, statistics
 import torch, torch.nn as nn
 

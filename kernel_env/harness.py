@@ -53,7 +53,7 @@ def synchronize(device: torch.device) -> None:
         _cuda_sync(device)  # device-wide: waits for work on every stream
 
 
-# Input distributions for correctness trials (issue 5): a kernel that is right only for the task's
+# Input distributions for correctness trials: a kernel that is right only for the task's
 # own inputs (standard normal, or uniform in [0, 1) for most KernelBench problems) must fail. Each is
 # a deterministic elementwise map of the task's own draw, applied to its floating-point tensors only:
 # both processes get identical inputs from (seed, name), and structure built into the inputs survives
@@ -451,7 +451,7 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
         the end came later after it than the join's own cost (with its scatter, at least JOIN_SLACK_MS)
         allows, that is work left running on another stream: then the end, whole. Taking the join's
         cost off that end would time a kernel hidden on a side stream ~1-2 us faster than the same
-        kernel on the timed stream (H200, eleventh session)."""
+        kernel on the timed stream (measured on an H200: docs/log/performance.md, ordered timing)."""
         if not cuda:
             return t_s
         if order is None:

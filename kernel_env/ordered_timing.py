@@ -17,8 +17,8 @@ Two properties of CUDA make it:
 
 Without ordered timing the start event was recorded on an idle GPU and the end taken after the host
 woke from a synchronize: an honest ~10 us ReLU timed 20-60 us depending on the process's CPU, and the
-wake-up read a 2.7 ms matmul up to 2 % slow in some processes (docs/performance.md, tenth and
-eleventh sessions).
+wake-up read a 2.7 ms matmul up to 2 % slow in some processes (experiments/bench_timing_order.py;
+docs/design/timing.md).
 
 OrderedTiming checks both properties on the device when it is made: a kernel put on another stream
 after the start event must start after it, and the end must wait for a kernel left running on

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue-2 verification on a CUDA box: hand-written CUDA and Triton kernels through `kernel-env eval`,
+# The judge on a CUDA box: hand-written CUDA and Triton kernels through `kernel-env eval`,
 # then one kernel evaluated 10 times (speedup spread). Usage: scripts/h200_judge_check.sh KB_DIR OUT_DIR
 set -u
 KB=${1:?kernelbench dir}; OUT=${2:?out dir}
@@ -23,8 +23,10 @@ print(f"{label:34s} {v['stage']:11s} correct={v['correct']!s:5s} speedup={f(v['s
       f"{v['bound']} wall={time.time() - t0:.1f}s timings={v['timings']} | {v['feedback'][:160]!r}")
 PY
 }
-# no prebuild: each CUDA submission is built by its first evaluation (build_s = a cold build
-# through the judge, precompiled header and light prelude included: candidate/fast_build.py)
+# the precompiled header first, as a server has it (a one-shot `kernel-env eval` builds none of its
+# own); then each CUDA submission is built by its first evaluation (build_s = a cold build through
+# the judge, precompiled header and light prelude included: candidate/fast_build.py)
+python3 -m kernel_env.judge.prebuild "$KERNEL_ENV_CACHE" cuda > "$OUT/prebuild.log" 2>&1 || echo "no precompiled header (see $OUT/prebuild.log)"
 for pair in "level1/19_ReLU:19_ReLU" "level1/23_Softmax:23_Softmax" \
             "level1/1_Square_matrix_multiplication_:1_Square_matrix_multiplication_" "level1/40_LayerNorm:40_LayerNorm"; do
   tid=${pair%%:*}; stem=${pair##*:}

@@ -1,4 +1,4 @@
-"""The env server under load, driven by the real client (issue 3's GPU check; also runs on the CPU).
+"""The env server under load, driven by the real client (a GPU check; also runs on the CPU).
 
 Starts `kernel-env serve` on loopback, measures one kernel alone (a probe session), then again while
 N other sessions submit unique kernels (a comment with the session id in the kernel source forces

@@ -58,14 +58,14 @@ def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
 
 
 def test_comparison_and_triton_first_call_benches_run_on_the_cpu():
-    # the CUDA numbers are in docs/performance.md; here the same code paths (Triton's interpreter)
+    # experiments/ (the CUDA numbers: docs/log/performance.md); here the same code paths (Triton's interpreter)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "bench/bench_compare.py", "--device", "cpu", "--numel", "5000",
+    p = subprocess.run([sys.executable, "experiments/bench_compare.py", "--device", "cpu", "--numel", "5000",
                         "--repeats", "1"], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     rows = [line for line in p.stdout.splitlines() if " ms " in line]
     assert len(rows) == 5 and all(line.endswith("yes") for line in rows), p.stdout
-    p = subprocess.run([sys.executable, "bench/bench_triton_first_call.py", "--device", "cpu", "--repeats", "1"],
+    p = subprocess.run([sys.executable, "experiments/bench_triton_first_call.py", "--device", "cpu", "--repeats", "1"],
                        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     assert "first_kernel_first_call_s" in p.stdout and "cold" in p.stdout and "warmed" in p.stdout
@@ -85,10 +85,10 @@ def test_slot_gaps_tell_a_run_process_not_ready_from_other_gaps():
 
 
 def test_timing_noise_bench_runs_on_the_cpu(tmp_path):
-    # the H200 numbers are in docs/performance.md (seventh session); here the same code path, small
+    # experiments/ (the H200 numbers: docs/log/performance.md, where the spread comes from); here the same code path, small
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = tmp_path / "noise.json"
-    p = subprocess.run([sys.executable, "bench/bench_timing_noise.py", "--device", "cpu", "--procs", "1", "--allocs", "1",
+    p = subprocess.run([sys.executable, "experiments/bench_timing_noise.py", "--device", "cpu", "--procs", "1", "--allocs", "1",
                         "--seconds", "1", "--scenarios", "none", "--after-idle", "1", "--paired", "2", "--paired-idle", "0.1",
                         "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
@@ -103,11 +103,11 @@ def test_timing_noise_bench_runs_on_the_cpu(tmp_path):
 
 
 def test_timing_order_bench_runs_on_the_cpu(tmp_path):
-    # the H200 numbers are in docs/performance.md (eleventh session); on the CPU both methods are its
+    # experiments/ (the H200 numbers: docs/log/performance.md, ordered timing); on the CPU both methods are its
     # clock, so no hold is reported
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = tmp_path / "order.json"
-    p = subprocess.run([sys.executable, "bench/bench_timing_order.py", "--device", "cpu", "--procs", "1",
+    p = subprocess.run([sys.executable, "experiments/bench_timing_order.py", "--device", "cpu", "--procs", "1",
                         "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     rows = json.loads(out.read_text())["rows"]

@@ -3,7 +3,7 @@
 Real builds: the precompiled torch/extension.h is made once per test session (the judges of the
 other tests share it through KERNEL_ENV_CACHE), then a C++ extension is built through the fast path
 in a fresh process, as a candidate would. CUDA's light prelude needs nvcc: only its source rewrite is
-checked here; the H200 runs (docs/performance.md) build real .cu files through it. The shim prelude
+checked here; the H200 runs (docs/log/performance.md) build real .cu files through it. The shim prelude
 (no torch header in the .cu) is checked for what the CPU can check: nvcc compiles kernels under it
 (no GPU needed), and its at::Tensor crosses to main.cpp unchanged (a C++ unit against the shim alone).
 """
@@ -289,7 +289,7 @@ exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), {"__name__": "submi
 def test_shim_prelude_compiles_the_example_and_fault_kernels_without_torch_headers(tmp_path):
     # nvcc compiles (no link, no GPU) each .cu as fast_build writes it under the shim prelude, with no
     # torch include path at all: what it uses must be declared by the shim (the H200 check of these
-    # modules at run time is docs/performance.md's; here only that they compile)
+    # modules at run time is docs/log/performance.md's; here only that they compile)
     import json
     from kernel_env.candidate.fast_build import INCLUDE_DIR
     files = sorted((ROOT / "examples" / "submissions").glob("*_cuda.py"))

@@ -3,7 +3,7 @@
 Candidate processes run with PYTHONDONTWRITEBYTECODE: one must never leave bytecode that the next
 one (or the judge) would load. Where the Python install has no bytecode of its own (the H200 box's
 torch ships none), every run and build process compiled torch's sources again: 7.8 CPU-s p50 of a
-run process's start there, most of the CPU the load used (docs/performance.md). So a trusted process,
+run process's start there, most of the CPU the load used (docs/log/performance.md). So a trusted process,
 started once per judge, imports what a candidate process imports with bytecode written to a folder of
 the cache (PYTHONPYCACHEPREFIX), and candidate processes read it from there. They cannot write it:
 under bwrap the cache is read-only to them, under unshare the folder is bound read-only in their

@@ -31,7 +31,7 @@ TORCH_NAMESPACES = {"torch", "F", "torch.nn.functional", "functional", "torch.sp
 # nn layers that compute: constructing them to hold parameters is fine, calling them is not (see below).
 FORBIDDEN_IMPORTS = {"threading", "multiprocessing", "subprocess", "concurrent", "asyncio", "ctypes", "socket",
                      "signal", "inspect", "gc", "importlib", "builtins", "sys", "pickle", "marshal", "shutil",
-                     # issue 5: other ways to reach the evaluator's process state, files, or run work elsewhere
+                     # other ways to reach the evaluator's process state, files, or run work elsewhere
                      "_thread", "kernel_env", "reference_problem", "traceback", "types", "code", "codeop", "dis",
                      "runpy", "mmap", "io", "pathlib", "tempfile", "glob", "fcntl", "pty", "select", "selectors",
                      "posix", "resource", "urllib", "http", "ssl", "requests", "operator", "copyreg",

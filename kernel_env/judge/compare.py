@@ -188,7 +188,7 @@ def _fused_maxima(r: torch.Tensor, g: torch.Tensor, rtol: float) -> tuple[float,
     apply (not CUDA, small, not contiguous, another dtype, outputs near denormals: _fused_verdict);
     (nan, nan) when an element is not finite.
     The chunked torch passes read each tensor several times and write temporaries: 22 ms per
-    comparison of two 6.4 GB float32 outputs on an H200, 3.0 ms this way (docs/performance.md)."""
+    comparison of two 6.4 GB float32 outputs on an H200, 3.0 ms this way (experiments/bench_compare.py)."""
     if (r.device.type != "cuda" or r.numel() < FUSED_MIN_NUMEL or not (r.is_contiguous() and g.is_contiguous())
             or r.dtype not in (torch.float32, torch.float16, torch.bfloat16) or g.dtype != r.dtype):
         return None

@@ -22,7 +22,7 @@ class JudgeConfig:
     # one on the CPU device). Under load one starts in ~8 s on the H200 box and each evaluation takes
     # one, so this many starting at once caps evaluations at about idle_runners x 7.5 a minute; with 8,
     # evaluations waited for theirs (ready p50 1.1-1.8 s, the device idle 7-9 s of 90), with 16 they did
-    # not (p50 0.04 s; docs/performance.md, twelfth session). Lower it on a GPU with little memory
+    # not (p50 0.04 s; docs/log/performance.md, checks before the timing). Lower it on a GPU with little memory
     idle_runners: int = 16
     # idle build processes kept ready (torch and Triton imported, no GPU): a build does not wait for
     # Python and torch to start, 4-5 s on the H200 box (one on the CPU device)
@@ -32,7 +32,7 @@ class JudgeConfig:
     build_nice: int = 10
     # and under SCHED_IDLE (Linux): CPU time only when no other process wants it. At nice 10, 15 builds
     # still took the CPU from the process being timed: a call's launch waited behind them and the call
-    # timed 2-14x slower (one load measurement in five retimed on the H200, eighth session)
+    # timed 2-14x slower (one load measurement in five retimed on the H200; docs/design/timing.md)
     build_sched_idle: bool = True
     # at server start, before any evaluation: each device's idle run processes and its reference worker
     # (CUDA context, the comparison's kernels compiled), so the first evaluation waits for neither
@@ -59,7 +59,7 @@ class JudgeConfig:
     timing_min_wall_s: float = 0.0
     reference_min_wall_s: float = 1.0
     # After the GPU idled, its first second or two of load run 2-4 % slower and jumpier than under
-    # sustained load (clocks unlocked; docs/performance.md, seventh and eighth sessions). The reference
+    # sustained load (clocks unlocked; docs/design/timing.md, quiet timing). The reference
     # is timed once per task, after this much warm-up; a candidate measured while no other evaluation
     # waits for its device (the device would idle otherwise) gets the quiet_ warm-up and wall time.
     # Under load the GPU stays busy and the short rule above holds.
@@ -71,7 +71,7 @@ class JudgeConfig:
     quiet_warm_wait_s: float = 3.0
     # a measurement whose calls spread more than this ((p90 - p10) / median) is taken again, up to
     # timing_attempts in all, keeping the least spread one: another process's GPU work time-slicing with
-    # it doubled a 3.8 ms matmul's calls in one evaluation under load (docs/performance.md)
+    # it doubled a 3.8 ms matmul's calls in one evaluation under load (docs/log/performance.md)
     timing_retime_spread: float = 0.25
     timing_attempts: int = 3
     l2_flush_bytes: int = 256 * 1024 * 1024
@@ -90,7 +90,7 @@ class JudgeConfig:
     # faster load_inline builds, same modules (candidate/fast_build.py): the .cu sees no torch header
     # ("shim": cuda_prelude_shim.h, main.cpp answers its calls with torch's functions; a kernel it cannot
     # build goes to "core"), or a light prelude of ATen headers ("core" | "aten"; "off" = torch's own
-    # path); and a precompiled torch/extension.h for main.cpp. Shim on the H200: docs/performance.md
+    # path); and a precompiled torch/extension.h for main.cpp (docs/design/builds.md)
     fast_build: str = "shim"
     precompiled_header: bool = True
     # torch's bytecode compiled once for the candidate processes (judge/bytecode_cache.py): on the H200

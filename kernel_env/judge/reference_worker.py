@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from kernel_env import harness
+from kernel_env import protocol as P
 from kernel_env.judge import roofline
 from kernel_env.judge.compare import compare_outputs, warm_fused
 
@@ -436,7 +437,7 @@ def main() -> int:
         if device.type == "cpu":
             torch.set_num_threads(req.get("cpu_threads", 1))
         name = device_name(device)  # on CUDA, this makes the context
-        if req["mode"] == "warm":  # before the device slot: the context and the task's imports, nothing measured
+        if req["mode"] == P.WARM_UP:  # before the device slot: the context and the task's imports, nothing measured
             try:
                 if req.get("task_path"):  # started ahead of any evaluation (Judge.start_ahead): no task yet
                     harness.load_module(req["task_path"], "reference_problem")
@@ -446,7 +447,7 @@ def main() -> int:
                 res = {"ok": False, "error": _exc_line(e)}
             harness.emit(fd, res)
             continue
-        if req["mode"] == "release":  # the candidate failed before compare: its slots go
+        if req["mode"] == P.RELEASE:  # the candidate failed before compare: its slots go
             held.clear()
             harness.emit(fd, _give_back(device, {"ok": True}))
             continue
@@ -456,7 +457,7 @@ def main() -> int:
             harness.emit(fd, {"ok": False, "error": f"measuring device peaks failed: {e}"})
             continue
         mode = req["mode"]
-        for t in (req["tasks"] if mode == "profile" else [req]):
+        for t in (req["tasks"] if mode == P.PROFILE else [req]):
             for attempt in range(OOM_RETRIES + 1):
                 try:
                     res = handle(mode, req, t, device, name, peaks, held)
@@ -473,7 +474,7 @@ def main() -> int:
                     res = {"ok": False, "task_id": t.get("task_id"), "error": _exc_line(e)}
                     break
             # a check frees its own memory (the evaluation goes on); the others end a use of the device
-            harness.emit(fd, res if mode in ("prepare", "check") else _give_back(device, res))
+            harness.emit(fd, res if mode in (P.PREPARE, P.CHECK) else _give_back(device, res))
     return 0
 
 
@@ -500,10 +501,10 @@ def _exc_line(e: BaseException) -> str:
 def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks: dict, held: dict) -> dict:
     """One prepare, compare or profile request; `held` keeps an evaluation's slots from prepare to compare."""
     task_mod = harness.load_module(t["task_path"], "reference_problem")
-    if mode == "check":
+    if mode == P.CHECK:
         phases = {}
         return {"ok": True, **check_trials(req, task_mod, device, held, phases), "phases": phases}
-    if mode == "compare":
+    if mode == P.COMPARE:
         if held.get("task_sha") is None or _file_sha(t["task_path"]) != held.get("task_sha"):
             # the problem file changed while the candidate ran: never compare against it
             res = {"ok": True, "compare": {"passed": 0, "mismatch": {
@@ -515,9 +516,9 @@ def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks
         held.clear()  # the slots go: empty_cache gives their memory back before we answer
         return res
     t0 = time.monotonic()
-    prof = get_profile({**req, **t}, task_mod, device, name, peaks, extras=mode == "prepare")
+    prof = get_profile({**req, **t}, task_mod, device, name, peaks, extras=mode == P.PREPARE)
     res = {"ok": True, "task_id": t["task_id"], "profile": prof, "peaks": peaks}
-    if mode == "prepare":
+    if mode == P.PREPARE:
         held.clear()
         held["prof"] = prof
         t1 = time.monotonic()

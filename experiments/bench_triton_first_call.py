@@ -6,8 +6,8 @@ imported, the CUDA context made (what an idle run process of the judge's pool ha
 optionally the warm-up, then the first and second call of a kernel no process has compiled before
 (a unique comment inside it), then a second unique kernel.
 
-    python bench/bench_triton_first_call.py --device cuda [--repeats 3]
-    python bench/bench_triton_first_call.py --device cpu     # Triton's interpreter; no warm-up there
+    python experiments/bench_triton_first_call.py --device cuda [--repeats 3]
+    python experiments/bench_triton_first_call.py --device cpu     # Triton's interpreter; no warm-up there
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The judge's output comparison: the chunked torch passes against the one-pass Triton kernel
 (judge/compare._fused_maxima), side by side in one run, and the same verdict from both.
 
-    python bench/bench_compare.py --device cuda            # 6.4 GB float32 outputs (KernelBench 19_ReLU's size)
-    python bench/bench_compare.py --device cpu             # small; the kernel under Triton's interpreter
+    python experiments/bench_compare.py --device cuda            # 6.4 GB float32 outputs (KernelBench 19_ReLU's size)
+    python experiments/bench_compare.py --device cpu             # small; the kernel under Triton's interpreter
 
 On the CPU the one-pass side is the same kernel run by Triton's interpreter (slow: it shows the code
 path works, not its speed).

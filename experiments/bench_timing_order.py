@@ -16,8 +16,8 @@ A side_* median well below relu's means the side stream's work escaped the timer
 `--unset-connections` adds one process without the variable: its ordered rows must say why they
 could not be ordered (more than one work queue) and time the old way.
 
-    python bench/bench_timing_order.py --device cuda --procs 4 --unset-connections
-    python bench/bench_timing_order.py --device cpu --procs 2     # the CPU's clock: same code path
+    python experiments/bench_timing_order.py --device cuda --procs 4 --unset-connections
+    python experiments/bench_timing_order.py --device cpu --procs 2     # the CPU's clock: same code path
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.bench_timing_noise import _child, _env  # noqa: E402  (a fresh process, its last line JSON)
+from experiments.bench_timing_noise import _child, _env  # noqa: E402  (a fresh process, its last line JSON)
 
 CHILD = r'''
 import json, sys

@@ -1,5 +1,5 @@
 """Where a timing's spread comes from: between processes, between allocations, and from other processes'
-GPU work, side by side in one run (issue 6: the same kernel evaluated 10 times within 1 %).
+GPU work, side by side in one run (the goal: the same kernel evaluated 10 times within 1 %).
 
 Part 1, between processes. `--procs` fresh processes one after the other, each timing the same two
 kernels (an fp32 matmul, compute bound, and a ReLU, memory bound) the judge's way (harness.time_calls:
@@ -23,8 +23,8 @@ Part 4 (`--paired N`): a standing "reference" process timed just before and afte
 process, same kernels, after the device idled: whether a ratio to a reference timed beside the
 candidate spreads less than the candidate's own time does.
 
-    python bench/bench_timing_noise.py --device cuda [--procs 6 --allocs 3 --seconds 8]
-    python bench/bench_timing_noise.py --device cpu     # small sizes, same code path
+    python experiments/bench_timing_noise.py --device cuda [--procs 6 --allocs 3 --seconds 8]
+    python experiments/bench_timing_noise.py --device cpu     # small sizes, same code path
 """
 from __future__ import annotations
 
