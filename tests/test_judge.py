@@ -1,5 +1,6 @@
 """The judge through its real subprocess path, on the CPU device (C++ load_inline kernels)."""
 import asyncio
+import json
 import math
 import os
 from pathlib import Path
@@ -62,7 +63,7 @@ def test_correct_cpp_kernel_is_timed_with_speedup_and_roofline(cache_dir):
     assert 1 <= len(ph["timing_spreads"]) <= 3 and (len(ph["timing_spreads"]) == 1 or ph["timing_spreads"][0] > 0.25)
     # the run process imported the module the build process made (fast_build's manifest): no build step
     # of its own (a C++ build here takes tens of seconds)
-    from kernel_env.judge.service import build_key
+    from kernel_env.judge.builds import build_key
     assert list((cache_dir / "torch_extensions" / build_key(submission("relu_ok.py"))).glob("*/kernel_env_built.json"))
     assert ph["import_s"] < 1.0 and len(ph["module_sha"]) == 16  # which build ran
     # the reference worker checked the five trials before the candidate was timed, and its timing
@@ -247,15 +248,16 @@ def test_timed_processes_get_one_work_queue_and_references_are_cached_by_timing_
     import dataclasses
     from kernel_env import harness
     from kernel_env.judge import reference_worker
+    from kernel_env.judge.reference import timing_rule
 
     j = make_judge(tmp_path)
-    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in j._env(tmp_path, 0, trusted=True)  # the CPU: no queues
-    j.cfg = dataclasses.replace(j.cfg, device="cuda")
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in j.env(tmp_path, 0, trusted=True)  # the CPU: no queues
+    j.env.cfg = dataclasses.replace(j.cfg, device="cuda")
     for trusted in (True, False):
-        env = j._env(tmp_path, 0, trusted=trusted)
+        env = j.env(tmp_path, 0, trusted=trusted)
         assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1" and env["CUDA_VISIBLE_DEVICES"] == "0"
     req = {"task_id": "level1/1_Small_ReLU", "source_sha": "0" * 16, "cache_dir": str(tmp_path), "cpu_threads": 1,
-           "timing": j._timing()}
+           "timing": timing_rule(j.cfg)}
     paths = {}
     for method in (harness.ORDERED_TIMING, harness.HOST_TIMING):
         monkeypatch.setattr(harness, "timing_method", lambda device, m=method: m)
@@ -414,12 +416,41 @@ def test_cli_eval_json_and_tasks(tmp_path):
     assert v["stage"] == "correctness" and v["correct"] is False
 
 
+def _processes_mentioning(text: str) -> list[str]:
+    """Processes whose command line or environment holds `text` (this user's, from /proc)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            blob = (d / "cmdline").read_bytes() + b"\0" + (d / "environ").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in blob:
+            found.append(f"{d.name}: {(d / 'cmdline').read_bytes().replace(bytes(1), b' ')[:200]!r}")
+    return found
+
+
+@pytest.mark.slow
+def test_a_one_shot_eval_leaves_no_process_behind(tmp_path):
+    """`kernel-env eval` on a fresh cache: the judge's helpers (the precompiled header's build, the
+    bytecode cache's compile) are not left running once the command has answered."""
+    cache = tmp_path / "fresh-cache"
+    env = {**os.environ, "KERNEL_ENV_CACHE": str(cache)}
+    bad = tmp_path / "no_model.py"
+    bad.write_text("import torch\nclass Other: pass\n")
+    r = _cli("eval", "--task-id", "level1/1_Small_ReLU", "--code", str(bad), "--json", env=env)
+    assert r.returncode == 0 and json.loads(r.stdout)["error_kind"] == "no_model_new", r.stderr
+    time.sleep(0.5)
+    assert not _processes_mentioning(str(cache)), _processes_mentioning(str(cache))
+
+
 def test_a_build_killed_midway_leaves_nothing_behind(cache_dir):
     # a kernel source of its own (its own build folder); killed by the build timeout while compiling
     code = submission("relu_ok.py").replace('name="kernel_env_test_ops"', 'name="kernel_env_killed_build"').replace(
         "// Never returns", "// a different source: built in a folder of its own\\n// Never returns")
     judge = make_judge(cache_dir, build_timeout_s=8)
-    from kernel_env.judge.service import build_key
+    from kernel_env.judge.builds import build_key
     ext_dir = cache_dir / "torch_extensions" / build_key(code)
     v = judge.evaluate_sync("level1/1_Small_ReLU", code)
     assert v.stage == "build" and v.error_kind == "build_timeout", v.feedback
@@ -431,7 +462,7 @@ def test_a_build_killed_midway_leaves_nothing_behind(cache_dir):
 
 
 def test_build_folder_follows_the_kernel_source_not_the_python_around_it():
-    from kernel_env.judge.service import build_key
+    from kernel_env.judge.builds import build_key
     ok = submission("relu_ok.py")
     assert build_key(ok) == build_key(submission("relu_wrong.py")) == build_key(submission("tanh_ok.py"))
     assert build_key('"""another docstring"""\n' + ok) == build_key(ok)
@@ -443,7 +474,7 @@ def test_a_finished_build_moves_into_the_cache_without_changing_a_file_there(tmp
     calls the folder already has stay as they are (a run process may be reading them)."""
     import json
     from kernel_env.candidate.fast_build import BUILT_MANIFEST
-    from kernel_env.judge.service import publish_build
+    from kernel_env.judge.builds import publish_build
 
     def staged(keys, name="ext"):  # a build process's torch_extensions folder
         root = Path(tempfile.mkdtemp(dir=tmp_path))
@@ -495,7 +526,7 @@ def test_a_fresh_judge_loads_an_earlier_build_instead_of_compiling(cache_dir):
 def test_a_stalled_event_loop_does_not_void_an_honest_timing(cache_dir):
     # Under load the judge's event loop can stand still longer than a timing lasts; the run process's
     # "outputs" and "timed" are then read together, as if the timing took no wall time. On the H200
-    # (docs/performance.md, eighth session) an honest Triton ReLU was discarded that way, 1 of 60.
+    # (docs/log/performance.md) an honest Triton ReLU was discarded that way, 1 of 60.
     judge = make_judge(cache_dir)
 
     async def main():
@@ -524,12 +555,12 @@ def test_a_quiet_gpu_gets_the_longer_warm_up_and_it_reaches_the_timing(cache_dir
     judge = make_judge(cache_dir, max_timed_calls=10 ** 6, timing_budget_s=60.0)
     # the rule: only on a GPU, and only while no other evaluation waits for that device
     monkeypatch.setattr(judge.cfg, "device", "cuda")
-    judge._dev_pending[0] = 1
+    judge.slots.pending[0] = 1
     assert judge._quiet_timing(0) == {"warmup_s": judge.cfg.quiet_warmup_s, "min_wall_s": judge.cfg.quiet_min_wall_s}
-    judge._dev_pending[0] = 2
+    judge.slots.pending[0] = 2
     assert judge._quiet_timing(0) is None
     monkeypatch.setattr(judge.cfg, "device", "cpu")
-    judge._dev_pending[0] = 0
+    judge.slots.pending[0] = 0
     # the change travels with "go" and the run process times by it (here: at least 1 s of calls)
     monkeypatch.setattr(judge, "_quiet_timing", lambda gpu: {"warmup_s": 0.0, "min_wall_s": 1.0})
     v = judge.evaluate_sync("level1/1_Small_ReLU", submission("relu_ok.py"))
@@ -538,22 +569,23 @@ def test_a_quiet_gpu_gets_the_longer_warm_up_and_it_reaches_the_timing(cache_dir
 
 
 def test_a_starting_run_process_does_its_gpu_work_only_outside_a_candidates_run(cache_dir):
+    from kernel_env.judge.pools import discard
     judge = make_judge(cache_dir)
 
     async def main():
-        judge._gate[0]["timing"] = 1  # a candidate is being run and timed on the device
-        p = await judge._start_idle(("run", 0))
+        judge.slots.gate[0]["timing"] = 1  # a candidate is being run and timed on the device
+        p = await judge.pools.start_idle(("run", 0))
         try:
             t0 = time.monotonic()
             while not getattr(p, "imported", False) and not p.warmed.done() and time.monotonic() - t0 < 60:
                 await asyncio.sleep(0.2)  # it imports torch, then asks for its warm window
             await asyncio.sleep(1.0)
-            held = getattr(p, "imported", False) and not p.warmed.done() and judge._gate[0]["warming"] == 0
-            judge._gate[0]["timing"] = 0
+            held = getattr(p, "imported", False) and not p.warmed.done() and judge.slots.gate[0]["warming"] == 0
+            judge.slots.gate[0]["timing"] = 0
             msg = await asyncio.wait_for(p.warmed, 60)
             return held, msg
         finally:
-            await judge._discard(p)
+            await discard(p)
             await judge.aclose()
 
     held, msg = asyncio.run(main())
@@ -645,7 +677,7 @@ def test_candidate_processes_load_torch_compiled_by_the_judge_and_cannot_write_i
     work.mkdir()
     code = ("import torch, sys, pathlib\ntry:\n    pathlib.Path(sys.argv[1], 'planted.pyc').write_text('x')\n"
             "except OSError as e:\n    print('refused', type(e).__name__)")
-    argv, env = asyncio.run(judge._candidate_command("build", [PYTHON, "-v", "-c", code, str(folder)], work, 0,
+    argv, env = asyncio.run(judge.pools.candidate_command("build", [PYTHON, "-v", "-c", code, str(folder)], work, 0,
                                                      tmp_path, tmp_path, None))
     r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert f"code object from '{compiled}'" in r.stderr, r.stderr[-3000:]
