@@ -18,6 +18,8 @@ from kernel_env.judge.roofline import count_flops, speed_of_light
 
 from conftest import ROOT, submission
 
+slow = pytest.mark.slow  # runs a judge's processes: builds, candidates, reference workers
+
 TOL = {"atol_fp32": 1e-4, "rtol_fp32": 1e-4, "atol_half": 1e-2, "rtol_half": 1e-2, "tiny_output_frac": 0.01}
 
 
@@ -40,6 +42,7 @@ def _leftovers(judge):
     return sorted(p.name for p in judge.work_root.iterdir() if p.name.startswith(("eval-", "ref-", "profile-"))) + staged
 
 
+@slow
 def test_correct_cpp_kernel_is_timed_with_speedup_and_roofline(cache_dir):
     judge = make_judge(cache_dir)
     before = _leftovers(judge)
@@ -76,12 +79,14 @@ def test_correct_cpp_kernel_is_timed_with_speedup_and_roofline(cache_dir):
     assert _leftovers(judge) == before and not _children_of_us()
 
 
+@slow
 def test_fused_linear_relu_with_parameters_is_correct(cache_dir):
     v = make_judge(cache_dir).evaluate_sync("level2/1_Small_Linear_ReLU", submission("linear_relu_ok.py"))
     assert v.correct, v.feedback
     assert v.flops >= 2 * 64 * 512 * 512  # the addmm, counted by FlopCounterMode
 
 
+@slow
 def test_wrong_kernel_fails_correctness_with_numbers(cache_dir):
     v = make_judge(cache_dir).evaluate_sync("level1/1_Small_ReLU", submission("relu_wrong.py"))
     assert v.stage == "correctness" and not v.correct and v.error_kind == "output_mismatch"
@@ -94,6 +99,7 @@ def test_wrong_kernel_fails_correctness_with_numbers(cache_dir):
     assert "trial 1 of 5" in v.feedback
 
 
+@slow
 def test_segfault_is_a_run_failure_not_an_exception(cache_dir):
     judge = make_judge(cache_dir)
     v = judge.evaluate_sync("level1/1_Small_ReLU", submission("relu_segfault.py"))
@@ -102,6 +108,7 @@ def test_segfault_is_a_run_failure_not_an_exception(cache_dir):
     assert not _children_of_us()
 
 
+@slow
 def test_infinite_loop_times_out_and_the_process_group_is_killed(cache_dir):
     judge = make_judge(cache_dir, run_timeout_s=4)
     t0 = time.monotonic()
@@ -112,6 +119,7 @@ def test_infinite_loop_times_out_and_the_process_group_is_killed(cache_dir):
     assert not _children_of_us() and not _leftovers(judge)
 
 
+@slow
 def test_no_model_new_is_a_format_failure(cache_dir):
     judge = make_judge(cache_dir)
     v = judge.evaluate_sync("level1/1_Small_ReLU", submission("no_model_new.py"))
@@ -122,6 +130,7 @@ def test_no_model_new_is_a_format_failure(cache_dir):
     assert v.stage == "format" and v.error_kind == "no_model_new", v.feedback
 
 
+@slow
 def test_an_import_error_that_is_not_a_compile_error_is_reported_by_the_run_process(cache_dir):
     # the build process defers it (a submission may look for the GPU it does not have there); the run
     # process imports again in the device slot and reports it as the build stage's error
@@ -134,6 +143,7 @@ def test_an_import_error_that_is_not_a_compile_error_is_reported_by_the_run_proc
     assert not _children_of_us() and not _leftovers(judge)
 
 
+@slow
 def test_build_error_reports_the_compiler_error_line(cache_dir):
     code = submission("relu_ok.py").replace('name="kernel_env_test_ops"', 'name="kernel_env_test_broken"').replace(
         "return y;\n}", "return y  // missing semicolon\n}", 1)
@@ -157,12 +167,14 @@ def test_format_failures_never_start_a_process(cache_dir, code, kind):
     assert "timings" in v.to_dict() and "build_s" not in v.timings
 
 
+@slow
 def test_triton_kernel_under_the_interpreter(cache_dir):
     pytest.importorskip("triton")
     v = make_judge(cache_dir).evaluate_sync("level1/1_Small_ReLU", submission("triton_relu.py"))
     assert v.stage == "timed" and v.correct, v.feedback
 
 
+@slow
 def test_the_same_source_again_skips_its_build_process(cache_dir):
     pytest.importorskip("triton")
     judge = make_judge(cache_dir)
@@ -179,6 +191,7 @@ def test_the_same_source_again_skips_its_build_process(cache_dir):
     assert {"profile_s", "slots_s"} <= set(ref["prepare"]) and {"inputs_s", "forward_s", "compare_s"} <= set(ref["compare"])
 
 
+@slow
 def test_build_processes_run_at_a_lower_priority(tmp_path):
     from kernel_env.judge.sandbox import PYTHON, Proc, child_env
 
@@ -203,6 +216,7 @@ def test_build_processes_run_at_a_lower_priority(tmp_path):
     assert JudgeConfig().build_nice > 0 and JudgeConfig().build_sched_idle
 
 
+@slow
 def test_cancelled_evaluation_leaves_nothing_behind(cache_dir):
     judge = make_judge(cache_dir, run_timeout_s=60)
 
@@ -233,6 +247,7 @@ def test_matmul_roofline_numbers_are_exact():
     assert sol["t_min_ms"] == pytest.approx(4000) and sol["bound"] == "memory"
 
 
+@slow
 def test_matmul_task_profile(cache_dir):
     prof = asyncio.run(make_judge(cache_dir).task_profile("level1/2_Small_Matmul"))
     n = 256
@@ -406,6 +421,7 @@ def test_cli_bad_input_is_one_line_and_nonzero(tmp_path):
         assert r.stderr.startswith("kernel-env: error:")
 
 
+@slow
 def test_cli_eval_json_and_tasks(tmp_path):
     r = _cli("tasks", "--split", "eval", "--levels", "1")
     assert r.returncode == 0 and r.stdout.split() == ["level1/4_Small_LayerNorm"]
@@ -431,7 +447,7 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
-@pytest.mark.slow
+@slow
 def test_a_one_shot_eval_leaves_no_process_behind(tmp_path):
     """`kernel-env eval` on a fresh cache: the judge's helpers (the precompiled header's build, the
     bytecode cache's compile) are not left running once the command has answered."""
@@ -445,6 +461,7 @@ def test_a_one_shot_eval_leaves_no_process_behind(tmp_path):
     assert not _processes_mentioning(str(cache)), _processes_mentioning(str(cache))
 
 
+@slow
 def test_a_build_killed_midway_leaves_nothing_behind(cache_dir):
     # a kernel source of its own (its own build folder); killed by the build timeout while compiling
     code = submission("relu_ok.py").replace('name="kernel_env_test_ops"', 'name="kernel_env_killed_build"').replace(
@@ -515,6 +532,7 @@ def test_a_finished_build_moves_into_the_cache_without_changing_a_file_there(tmp
     assert sorted(p.name for p in ext.iterdir()) == ["ext"]
 
 
+@slow
 def test_a_fresh_judge_loads_an_earlier_build_instead_of_compiling(cache_dir):
     code = submission("relu_ok.py")
     first = make_judge(cache_dir).evaluate_sync("level1/1_Small_ReLU", code)  # built here or by an earlier test
@@ -523,6 +541,7 @@ def test_a_fresh_judge_loads_an_earlier_build_instead_of_compiling(cache_dir):
     assert again.details.get("build_reused") == 1 and "build_cached" not in again.details
 
 
+@slow
 def test_a_stalled_event_loop_does_not_void_an_honest_timing(cache_dir):
     # Under load the judge's event loop can stand still longer than a timing lasts; the run process's
     # "outputs" and "timed" are then read together, as if the timing took no wall time. On the H200
@@ -550,6 +569,7 @@ def test_a_stalled_event_loop_does_not_void_an_honest_timing(cache_dir):
         assert v.stage == "timed" and v.correct, (v.feedback, v.details)
 
 
+@slow
 def test_a_quiet_gpu_gets_the_longer_warm_up_and_it_reaches_the_timing(cache_dir, monkeypatch):
     # no call or budget cap before the wall-time rule: a tiny CPU kernel makes 500 calls in well under 1 s
     judge = make_judge(cache_dir, max_timed_calls=10 ** 6, timing_budget_s=60.0)
@@ -568,6 +588,7 @@ def test_a_quiet_gpu_gets_the_longer_warm_up_and_it_reaches_the_timing(cache_dir
     assert v.details["run_phases"]["timing_s"] >= 1.0
 
 
+@slow
 def test_a_starting_run_process_does_its_gpu_work_only_outside_a_candidates_run(cache_dir):
     from kernel_env.judge.pools import discard
     judge = make_judge(cache_dir)
@@ -592,6 +613,7 @@ def test_a_starting_run_process_does_its_gpu_work_only_outside_a_candidates_run(
     assert held and msg["event"] == "warmed"
 
 
+@slow
 def test_the_reference_worker_checks_the_trials_before_the_timing_and_compare_does_the_rest(tmp_path):
     """The reference worker's "check" (the trials, while the candidate waits to be timed) and "compare"
     (after it exited), called in this process as the worker would: checked rows are not checked again,
@@ -655,6 +677,7 @@ def test_the_reference_worker_checks_the_trials_before_the_timing_and_compare_do
     assert res["compare"]["mismatch"]["what"] == "tampered"
 
 
+@slow
 def test_candidate_processes_load_torch_compiled_by_the_judge_and_cannot_write_it(cache_dir, tmp_path):
     """A trusted process compiles what candidate processes import into the cache, once (its bytecode:
     judge/bytecode_cache.py); candidates load it from there instead of compiling torch's sources."""

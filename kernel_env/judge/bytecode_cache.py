@@ -4,7 +4,7 @@ Candidate processes run with PYTHONDONTWRITEBYTECODE: one must never leave bytec
 one (or the judge) would load. Where the Python install has no bytecode of its own (the H200 box's
 torch ships none), every run and build process compiled torch's sources again: 7.8 CPU-s p50 of a
 run process's start there, most of the CPU the load used (docs/log/performance.md). So a trusted process,
-started once per judge, imports what a candidate process imports with bytecode written to a folder of
+started once per judge (before its first candidate process), imports what a candidate process imports with bytecode written to a folder of
 the cache (PYTHONPYCACHEPREFIX), and candidate processes read it from there. They cannot write it:
 under bwrap the cache is read-only to them, under unshare the folder is bound read-only in their
 mount namespace (sandbox.wrap), under none nothing stands in the way (no isolation at all there).
@@ -41,7 +41,7 @@ def _stamp(folder: Path) -> Path:
     times): a judge started again finds it and starts no process."""
     parts = [sys.executable, sys.version]
     for name in ("torch", "triton", "sympy", "kernel_env.candidate.runner", "kernel_env.candidate.watch",
-                 "kernel_env.harness"):
+                 "kernel_env.harness", "kernel_env.protocol"):
         try:
             origin = importlib.util.find_spec(name).origin
             parts += [origin, str(os.stat(origin).st_mtime_ns)]
@@ -51,20 +51,26 @@ def _stamp(folder: Path) -> Path:
 
 
 class Warm:
-    """The trusted process that fills the folder, started at once (in the background); candidate
-    processes start once it is done (`ready`), so that even the first ones import compiled code."""
+    """The trusted process that fills the folder, started when the first candidate process is about to
+    start (`ready`: a judge that starts none, a one-shot evaluation refused at its format checks, starts
+    no such process either); candidate processes start once it is done, so that even the first ones
+    import compiled code."""
 
     def __init__(self, cache_dir: Path, timeout_s: float = 300.0):
         self.dir = cache_folder(cache_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._t0 = time.monotonic()
-        self._deadline = self._t0 + timeout_s
+        self._timeout_s = timeout_s
+        self._started = False
         self._done = False
         self._proc: subprocess.Popen | None = None
         self._stamp = _stamp(self.dir)
         if self._stamp.exists():
             self._done = True
-            return
+
+    def _start(self) -> None:
+        self._started = True
+        self._t0 = time.monotonic()
+        self._deadline = self._t0 + self._timeout_s
         self._home = tempfile.mkdtemp(prefix="kernel_env_bytecode_")  # what torch writes at import goes with it
         # a candidate process's environment, but writing bytecode, to the folder
         env = child_env(Path(self._home), {"CUDA_VISIBLE_DEVICES": "", ENV: self.dir})
@@ -80,7 +86,10 @@ class Warm:
             shutil.rmtree(self._home, ignore_errors=True)
 
     async def ready(self) -> None:
-        """Wait (without blocking the event loop) until the process has ended, at most until its deadline."""
+        """Start the process if it is not running yet, then wait (without blocking the event loop) until
+        it has ended, at most until its deadline."""
+        if not self._done and not self._started:
+            self._start()
         while not self._done:
             if self._proc is None or self._proc.poll() is not None:
                 self._finish()
@@ -111,7 +120,8 @@ class Warm:
     def close(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
-        self._finish()
+        if self._started:
+            self._finish()
 
 
 def _import_what_candidates_import() -> None:
