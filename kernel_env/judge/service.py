@@ -1,11 +1,11 @@
 """TRUSTED: the judge. Turns (task id, source) into a Verdict, and schedules the work.
 
 One submission travels:
-  1. format + static checks on the source (here, no process)
+  1. format + static checks on the source, no process (intake.py)
   2. build: a candidate process without a GPU, one of the judge's idle ones (torch imported), imports
      the submission (load_inline compiles into the process's own folder, which the judge then moves
      into the build cache) - holds a CPU build slot, runs at a lower priority; skipped for a source
-     this judge has built before
+     this judge has built before (builds.py; idle processes: pools.py)
   3. run: a second candidate process, one of the device's idle ones (torch imported, CUDA context
      made, no candidate code), gets the plan while the evaluations ahead are measured; once the
      device slot is free (one measurement per GPU at a time), the device's reference worker (a
@@ -13,11 +13,12 @@ One submission travels:
      the candidate process imports the submission from the cache, runs the correctness trials on
      fresh seeds, copies its outputs into the slots, waits while the reference worker checks them
      (wrong outputs are never timed), times itself, exits.
-     Candidate code never runs on a GPU outside its own device slot, nor beside another's timing.
+     Candidate code never runs on a GPU outside its own device slot, nor beside another's timing
+     (the run protocol: run_stage.py; slots and windows: devices.py).
   4. judge: the reference worker makes the reference outputs of the timed calls it rechecks (and of
      trials it could not check early) and compares them with the slots; the task's profile (t_ref,
-     FLOPs, bytes) comes from a cache
-  5. verdict: speedup and roofline numbers, flags, feedback.
+     FLOPs, bytes) comes from a cache (the judge's side: reference.py)
+  5. verdict: speedup and roofline numbers, flags, feedback (verdict.finish).
 """
 from __future__ import annotations
 
