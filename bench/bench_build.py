@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.workload import unique  # noqa: E402  (a comment in the kernel source: a build of its own)
+from bench.workload import submission, unique  # noqa: E402  (tests/cases.py; unique: a build of its own)
 
 CHILD = r"""
 import importlib.util, os, sys, time
@@ -47,7 +47,7 @@ print("BUILD_S", time.time() - t)
 def build_once(path: Path, mode: str, pch: str | None, tag: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-build-") as d:
         src = Path(d) / path.name
-        src.write_text(unique(path.read_text(), tag))
+        src.write_text(unique(submission(path), tag))
         env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(Path(d) / "ext"), BENCH_MODE=mode,
                    PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
         if mode != "plain":

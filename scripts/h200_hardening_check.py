@@ -1,4 +1,4 @@
-"""Issue 5's hardening check through a real env server: faults and reward hacks, each in a session of
+"""The hardening check through a real env server: faults and reward hacks, each in a session of
 its own, and after every fault the honest kernel in a fresh session (the device keeps giving correct
 verdicts); then one round of 4 faults and 4 honest sessions at once; then, once the server has stopped, no
 candidate process left and the GPU memory back where it was. First, what the judge's two candidate processes can reach, as
@@ -35,11 +35,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from baseline_eval import LocalEnvServer  # noqa: E402
+from kernel_env.agent.local_server import LocalEnvServer  # noqa: E402
 from kernel_env import KernelAction, KernelEnv  # noqa: E402
 from kernel_env.judge.config import default_cache_dir  # noqa: E402
-from kernel_env.judge.service import build_key  # noqa: E402
+from kernel_env.judge.builds import build_key  # noqa: E402
 from kernel_env.tasks import BUILTIN_TASKS_DIR, resolve_root, split_of  # noqa: E402
+from bench.workload import submission  # noqa: E402  (a test file as the judge gets it: tests/cases.py)
 
 HONEST = {"cuda": ("level1/19_ReLU", ROOT / "examples/submissions/19_ReLU_cuda.py"),
           "cpu": ("level1/1_Small_ReLU", ROOT / "tests/submissions/relu_ok.py")}
@@ -112,7 +113,7 @@ def prebuild_extensions(paths: list[Path], cache_dir: Path, device: str, fast_bu
     """One build per distinct build folder (judge.service.build_key), all at once, where the judge looks."""
     todo = {}
     for p in paths:
-        src = p.read_text()
+        src = submission(p)
         code = through_load_inline(src)
         if code:
             todo.setdefault(build_key(src), (p, code))
@@ -152,7 +153,7 @@ def judge_once(server: LocalEnvServer, task: str, path: Path, timeout: float) ->
         env = KernelEnv(base_url=server.url, token=server.token, message_timeout_s=timeout).sync()
         try:
             env.reset(task_id=task, split=split_of(task))
-            r = env.step(KernelAction(code=path.read_text()))
+            r = env.step(KernelAction(code=submission(path)))
             hist = env.state().history
         finally:
             env.close()

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from cases import submission  # noqa: F401  (the test submissions as the judge gets them: tests/cases.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
 SHARED_KB = ROOT.parent / "shared" / "kernelbench"
@@ -16,10 +18,6 @@ _OWN_CACHE = "KERNEL_ENV_CACHE" not in os.environ
 os.environ.setdefault("KERNEL_ENV_CACHE", tempfile.mkdtemp(prefix="kernel_env_test_cache_"))
 # The test submissions compile with -O2: one precompiled header (judge/prebuild.py), not three.
 os.environ.setdefault("KERNEL_ENV_PCH_VARIANTS", "O2")
-
-
-def submission(name: str) -> str:
-    return (SUBMISSIONS / name).read_text()
 
 
 @pytest.fixture(scope="session")

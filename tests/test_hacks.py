@@ -20,8 +20,9 @@ from kernel_env import harness
 from kernel_env.judge import Judge, JudgeConfig
 from kernel_env.server.reward import compute_reward
 
-from conftest import ROOT
+from conftest import ROOT, submission
 
+slow = pytest.mark.slow  # runs a judge: builds the test extensions, Triton under its interpreter
 HACKS, HONEST = ROOT / "tests" / "hacks", ROOT / "tests" / "honest"
 RELU, MM, SUM, SOFTMAX, TANH, LINRELU = ("level1/1_Small_ReLU", "level1/2_Small_Matmul", "level1/5_Small_Sum_Reduction",
                                          "level1/3_Small_Softmax", "level1/6_Small_Tanh", "level2/1_Small_Linear_ReLU")
@@ -136,7 +137,7 @@ def verdicts(cache_dir):
 
     async def go():
         try:
-            return await asyncio.gather(*[judge.evaluate(task, path.read_text()) for _, task, path in jobs])
+            return await asyncio.gather(*[judge.evaluate(task, submission(path)) for _, task, path in jobs])
         finally:
             await judge.aclose()  # its reference worker
 
@@ -148,10 +149,11 @@ def test_every_file_is_a_case():
     on_disk = {p.name for d in (HACKS, HONEST) for p in d.glob("*.py")}
     assert on_disk == named
     for p in [*HACKS.glob("*.py"), *HONEST.glob("*.py")]:
-        doc = ast.get_docstring(ast.parse(p.read_text())) or ""
+        doc = ast.get_docstring(ast.parse(submission(p))) or ""
         assert "Expected" in doc and ("Hack" in doc or "Honest" in doc), p.name
 
 
+@slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.file[:-3])
 def test_case(verdicts, case):
     v = verdicts[case.file]
@@ -169,6 +171,7 @@ def test_case(verdicts, case):
         assert not v.correct and reward == 0, where
 
 
+@slow
 @pytest.mark.parametrize("file,task,outcomes,says", EITHER, ids=[e[0][:-3] for e in EITHER])
 def test_case_either(verdicts, file, task, outcomes, says):
     v = verdicts[file]
@@ -269,7 +272,7 @@ def run_gpu_cases(cache_dir) -> dict:
 
     async def go():
         try:
-            return await asyncio.gather(*[judge.evaluate(task, path.read_text()) for _, task, path in jobs])
+            return await asyncio.gather(*[judge.evaluate(task, submission(path)) for _, task, path in jobs])
         finally:
             await judge.aclose()  # its reference worker
 
@@ -289,6 +292,7 @@ def check_gpu_verdicts(vs: dict) -> None:
     assert not v.correct or v.t_new_ms > 0.5 * honest.t_new_ms, (v.stage, v.t_new_ms, honest.t_new_ms, v.feedback)
 
 
+@slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only cases")
 def test_gpu_cases(cache_dir):
     check_gpu_verdicts(run_gpu_cases(cache_dir))
@@ -313,7 +317,7 @@ def test_docstrings_say_what_the_table_says():
 def test_cuda_fault_files_get_past_the_static_checks():
     # their faults are for the GPU to show (tests/faults_cuda, run by scripts/h200_hardening_check.py)
     from kernel_env.judge.checks import check_source
-    from kernel_env.judge.service import build_key
+    from kernel_env.judge.builds import build_key
     files = sorted((ROOT / "tests" / "faults_cuda").glob("*.py"))
     assert len(files) >= 5
     for p in files:
