@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 import baseline_eval  # noqa: E402  (the script under test: its CLI and the seed's imports)
 from kernel_env.agent import episodes, local_server, metrics, policies, session, turns  # noqa: E402
-from conftest import SUBMISSIONS  # noqa: E402
+from conftest import submission  # noqa: E402
 
 slow = pytest.mark.slow
 
@@ -204,22 +204,14 @@ def server(tmp_path_factory):
     assert srv.proc.poll() is not None
 
 
-def _one_build(name: str) -> str:
-    """A test submission with relu_ok.py's docstring: the judge keys builds on a hash of a source's long
-    string constants, docstrings included, so this keeps all of them on the one build relu_ok.py has."""
-    first = (SUBMISSIONS / "relu_ok.py").read_text().splitlines(keepends=True)[0]
-    lines = (SUBMISSIONS / name).read_text().splitlines(keepends=True)
-    assert lines[0].startswith('"""Test submission') and first.startswith('"""Test submission')
-    return first + "".join(lines[1:])
-
-
 @slow
 def test_replay_correct_and_wrong_kernels(server, tmp_path, capsys):
     sol = tmp_path / "solutions"
     sol.mkdir()
-    (sol / "level1__1_Small_ReLU.py").write_text(_one_build("relu_wrong.py"))      # turn 1: wrong
-    (sol / "level1__1_Small_ReLU.turn2.py").write_text(_one_build("relu_ok.py"))   # turn 2: fixed
-    (sol / "level1__6_Small_Tanh.py").write_text(_one_build("tanh_ok.py"))
+    # the files as the judge gets them (tests/cases.py): one shared build for all three
+    (sol / "level1__1_Small_ReLU.py").write_text(submission("relu_wrong.py"))      # turn 1: wrong
+    (sol / "level1__1_Small_ReLU.turn2.py").write_text(submission("relu_ok.py"))   # turn 2: fixed
+    (sol / "level1__6_Small_Tanh.py").write_text(submission("tanh_ok.py"))
     out = tmp_path / "out"
     res = baseline_eval.main(["--env_url", server.url, "--env_token", server.token, "--policy", "replay", "--solutions",
                    str(sol), "--split", "train", "--tasks", "level1/1_Small_ReLU", "level1/6_Small_Tanh",

@@ -10,8 +10,6 @@ import pytest
 from cases import PRELUDE, PRELUDE_LINE, ROOT, assemble, submission
 
 FILES = sorted(p for d in ("submissions", "hacks", "honest", "faults_cuda") for p in (ROOT / "tests" / d).glob("*.py"))
-# written out whole: copied as they are into a replay folder (the README's demo, tests/test_baseline_eval.py)
-WHOLE = {"relu_ok.py", "relu_wrong.py", "tanh_ok.py"}
 SHARED_NAME = 'name="kernel_env_test_ops"'
 
 
@@ -27,10 +25,10 @@ def test_every_file_of_the_shared_extension_has_the_prelude_once():
             users.append(p.name)
             # no second copy and no edited one under the same name (that would be a build of its own)
             assert text.count(prelude) == 1 and text.count(SHARED_NAME) == 1, p.name
-            assert (PRELUDE_LINE in raw) == (p.name not in WHOLE), p.name
+            assert PRELUDE_LINE in raw and prelude not in raw, p.name  # the prelude's one copy is its own
         else:
             assert text == raw, p.name
-    assert WHOLE <= set(users) and len(users) >= 56
+    assert {"relu_ok.py", "relu_wrong.py", "tanh_ok.py"} <= set(users) and len(users) >= 56
 
 
 def test_the_prelude_line_is_replaced_exactly_once():
@@ -51,4 +49,4 @@ def test_as_a_script_it_prints_the_text_the_judge_gets():
     r = subprocess.run([sys.executable, str(ROOT / "tests" / "cases.py"), str(path)], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == submission(path) == submission("tests/hacks/matmul_operator.py")
-    assert submission("relu_ok.py") == (ROOT / "tests" / "submissions" / "relu_ok.py").read_text()
+    assert submission("relu_ok.py") == assemble((ROOT / "tests" / "submissions" / "relu_ok.py").read_text())

@@ -425,7 +425,9 @@ def test_cli_bad_input_is_one_line_and_nonzero(tmp_path):
 def test_cli_eval_json_and_tasks(tmp_path):
     r = _cli("tasks", "--split", "eval", "--levels", "1")
     assert r.returncode == 0 and r.stdout.split() == ["level1/4_Small_LayerNorm"]
-    r = _cli("eval", "--task-id", "level1/1_Small_ReLU", "--code", str(ROOT / "tests/submissions/relu_wrong.py"), "--json")
+    wrong = tmp_path / "relu_wrong.py"
+    wrong.write_text(submission("relu_wrong.py"))
+    r = _cli("eval", "--task-id", "level1/1_Small_ReLU", "--code", str(wrong), "--json")
     assert r.returncode == 0, r.stderr
     import json
     v = json.loads(r.stdout)
