@@ -394,6 +394,7 @@ def _cli(*args, **kw):
                           cwd=ROOT, timeout=120, **kw)
 
 
+@slow
 def test_cli_bad_input_is_one_line_and_nonzero(tmp_path):
     empty = tmp_path / "empty.py"
     empty.write_text("")
