@@ -96,6 +96,9 @@ class TurnResult(BaseModel):
     run_phases: Optional[dict[str, Any]] = Field(default=None, description="the run process's seconds per phase")
     ref_phases: Optional[dict[str, Any]] = Field(default=None, description="the reference worker's, per request")
     build_cached: bool = False
+    policy: Optional[str] = Field(default=None, description="the compute rule judged under: strict|kernelbench")
+    kernel_share: Optional[float] = Field(default=None, description="share of the submission's device time in "
+                                          "its own kernels (not PyTorch's or a vendor library's), when correct")
     truncated: Optional[bool] = Field(default=None, description="the model's answer hit the length limit")
     completion_tokens: Optional[int] = None
     code_chars: Optional[int] = None
@@ -114,7 +117,8 @@ class TurnResult(BaseModel):
                    trials_passed=verdict.trials_passed, timings=dict(verdict.timings or {}),
                    timing_spread=d.get("timing_spread"), timed_calls=d.get("timed_calls"),
                    run_phases=d.get("run_phases"), ref_phases=d.get("ref_phases"),
-                   build_cached=bool(d.get("build_cached")))
+                   build_cached=bool(d.get("build_cached")), policy=verdict.policy,
+                   kernel_share=verdict.kernel_share)
 
     @classmethod
     def of(cls, record: "TurnResult | Mapping[str, Any]") -> "TurnResult":
