@@ -1,6 +1,7 @@
 """kernel-env: evaluate one submission, list tasks, print the roofline table, or serve the environment.
 
-    kernel-env eval --task-id ID --code FILE [--device cpu|cuda] [--kernelbench-dir D] [--json]
+    kernel-env eval --task-id ID --code FILE [--policy strict|kernelbench] [--device cpu|cuda]
+                    [--kernelbench-dir D] [--json]
     kernel-env tasks [--split train|eval] [--levels 1 2 3]
     kernel-env roofline [--levels ...] [--device ...] [--tasks ID ...] [--json FILE]
     kernel-env serve --host 127.0.0.1 --port 8000 ...   (see kernel-env serve --help)
@@ -16,6 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
+from .policy import POLICIES
 from .tasks import SUPPORTED_LEVELS, TaskError, TaskSet
 
 
@@ -30,7 +32,8 @@ def _judge_config(args):
         kw["gpus"] = tuple(int(g) for g in str(args.gpus).split(",") if g.strip())
     if getattr(args, "cache_dir", None):
         kw["cache_dir"] = args.cache_dir
-    for name in ("timing_budget_s", "correctness_trials", "build_timeout_s", "run_timeout_s"):
+    for name in ("timing_budget_s", "correctness_trials", "build_timeout_s", "run_timeout_s", "kernel_share",
+                 "min_kernel_share"):
         if getattr(args, name, None) is not None:
             kw[name] = getattr(args, name)
     return JudgeConfig(**kw)
@@ -62,17 +65,19 @@ def cmd_eval(args) -> int:
     tasks = TaskSet(args.kernelbench_dir)
     tasks.get(args.task_id)
     code = _read_code(args.code, cfg.max_code_bytes)
-    v = Judge(cfg, tasks).evaluate_sync(args.task_id, code)
+    v = Judge(cfg, tasks).evaluate_sync(args.task_id, code, args.policy)
     if args.json:
         print(json.dumps(v.to_dict(), indent=1))
     else:
-        print(f"task      {v.task_id}\nstage     {v.stage}\ncorrect   {v.correct}")
+        print(f"task      {v.task_id}\npolicy    {v.policy}\nstage     {v.stage}\ncorrect   {v.correct}")
         if v.error_kind != "none":
             print(f"error     {v.error_kind}")
         if v.correct:
             print(f"speedup   {v.speedup:.3f}x   (t_ref {v.t_ref_ms:.4f} ms, t_new {v.t_new_ms:.4f} ms)")
             print(f"roofline  {v.roofline_frac:.1%} of t_min {v.t_min_ms:.4f} ms ({v.bound}-bound); "
                   f"reference at {v.ref_roofline_frac:.1%}")
+            if v.kernel_share is not None:
+                print(f"kernels   {v.kernel_share:.1%} of the time in the submission's own kernels")
             if v.suspicious or v.roofline_violation:
                 print(f"flags     suspicious={v.suspicious} roofline_violation={v.roofline_violation}")
         print(f"feedback  {v.feedback}")
@@ -121,6 +126,14 @@ def _add_common(p, device=True):
         p.add_argument("--cache-dir", default=None, help="builds, reference timings and device peaks")
 
 
+def _add_share_arguments(p) -> None:
+    p.add_argument("--kernel-share", choices=["events", "profiler", "off"], default=None,
+                   help="how the share of the time in the submission's own kernels is measured (default events)")
+    p.add_argument("--min-kernel-share", type=float, default=None,
+                   help="under kernelbench, a correct submission whose own kernels take less of the time fails "
+                        "(default 0: none)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kernel-env", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -130,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--gpus", default=None, help="comma-separated CUDA device indices")
     p.add_argument("--timing-budget-s", type=float, default=None)
+    p.add_argument("--policy", choices=list(POLICIES), default=None,
+                   help="the compute rule (default: strict for level 1, kernelbench for levels 2-3)")
+    _add_share_arguments(p)
     _add_common(p)
     p.set_defaults(fn=cmd_eval)
     p = sub.add_parser("tasks", help="list task ids")

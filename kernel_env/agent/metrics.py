@@ -3,6 +3,25 @@
 An episode is a dict with `turns`: one record per judged turn, a `kernel_env.models.TurnResult` or the
 same as a plain dict (episode files, the seed's own turn dicts); `history` (the env state's) is read
 when `turns` is absent.
+
+The metrics the field reports, defined here and nowhere else (docs/metrics.md cites the sources). An
+episode is scored by its best turn: the counting-correct turn (`TurnResult.counts_correct`: correct
+and not under the roofline floor) with the largest speedup.
+
+  key                      meaning                                                  matches
+  fast_0_pct               % of episodes with a correct turn (= correct_pct)         KernelBench fast_0
+  fast_<p>_pct             % of episodes whose best turn has speedup > p (strict),   KernelBench fast_p,
+                           p in FAST_P (1.0, 1.2, 1.5, 2.0), over ALL episodes        Dr. Kernel Fast@1.2
+  mean_speedup             arithmetic mean of the episodes' best speedups            -
+  geomean_speedup          geometric mean of the same speedups                       KernelBench geomean
+  mean_kernel_share        mean of the best turn's kernel_share (own kernels' share  -
+                           of the device time), where recorded
+  pass@1, pass@k           mean over tasks of the unbiased pass@k (Chen et al. 2021)  Codex pass@k
+                           of "the episode has a correct turn", episodes grouped by
+                           task_id as samples, in %
+  policies                 judged turns per compute rule (strict|kernelbench)         -
+
+Percentages are 0-100 and None when there is no episode; means are None when nothing enters them.
 """
 from __future__ import annotations
 
@@ -14,8 +33,12 @@ from ..models import COMPILED_STAGES, TurnResult
 
 SUMMARY_KEYS = ("compile_pct", "correct_pct", "correct_turn1_pct", "faster_than_ref_pct", "mean_speedup",
                 "median_roofline_frac", "suspicious")
-__all__ = ["COMPILED_STAGES", "SUMMARY_KEYS", "summarize", "per_task", "format_table", "episode_return",
-           "flagged_turns", "turn_results", "counts_correct"]
+# the speedup thresholds of fast_p: 0 (correct), 1 (faster than the reference), 1.2 (Dr. Kernel's
+# "meaningful" speedup), 1.5 and 2
+FAST_P = (0.0, 1.0, 1.2, 1.5, 2.0)
+__all__ = ["COMPILED_STAGES", "SUMMARY_KEYS", "FAST_P", "summarize", "per_task", "format_table", "format_headline",
+           "episode_return", "flagged_turns", "turn_results", "counts_correct", "best_turn", "best_speedup",
+           "is_fast", "fast_key", "pass_at_k", "pass_at", "fast_p_at", "pass_k_for"]
 
 
 def turn_results(ep: dict) -> list[TurnResult]:
@@ -30,6 +53,100 @@ def counts_correct(ep: dict) -> bool:
 
 def _pct(k: int, n: int) -> Optional[float]:
     return 100.0 * k / n if n else None
+
+
+def _finite(x) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _best(turns: Sequence[TurnResult]) -> Optional[TurnResult]:
+    ok = [t for t in turns if t.counts_correct]
+    timed = [t for t in ok if _finite(t.speedup)]
+    if timed:
+        return max(timed, key=lambda t: t.speedup)  # the first of equals
+    return ok[0] if ok else None
+
+
+def _fast(best: Optional[TurnResult], p: float) -> bool:
+    if best is None:
+        return False
+    return p <= 0 or (_finite(best.speedup) and best.speedup > p)
+
+
+def best_turn(ep: dict) -> Optional[TurnResult]:
+    """The turn an episode is scored by: of the turns that count as correct, the one with the largest
+    speedup (a correct turn without a speedup only when none has one); None when none is correct."""
+    return _best(turn_results(ep))
+
+
+def best_speedup(ep: dict) -> Optional[float]:
+    """The best turn's speedup (None when the episode has no correct turn with one)."""
+    t = best_turn(ep)
+    return t.speedup if t is not None and _finite(t.speedup) else None
+
+
+def fast_key(p: float) -> str:
+    """summarize's key for fast_p: fast_0_pct, fast_1.0_pct, fast_1.2_pct, ..."""
+    return "fast_0_pct" if p == 0 else f"fast_{float(p)!r}_pct"
+
+
+def is_fast(ep: dict, p: float) -> bool:
+    """KernelBench's fast_p for one episode: it has a correct turn and, for p > 0, its best speedup is
+    strictly greater than p (a speedup equal to p is not fast)."""
+    return _fast(best_turn(ep), p)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimator of Chen et al. 2021 from n samples of which c pass:
+    1 - C(n-c, k) / C(n, k), the chance that k of the n drawn without replacement hold a passing one
+    (a probability in [0, 1]). Exact: the binomials are Python integers."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def _by_task(episodes: Sequence[dict]) -> dict:
+    by: dict = {}
+    for ep in episodes:
+        by.setdefault(ep.get("task_id"), []).append(ep)
+    return by
+
+
+def _mean_pass(groups: Sequence[Sequence[bool]], k: int) -> Optional[float]:
+    vals = [pass_at_k(len(g), sum(g), k) for g in groups if len(g) >= k]
+    return 100.0 * sum(vals) / len(vals) if vals else None
+
+
+def fast_p_at(episodes: Sequence[dict], p: float, k: int) -> Optional[float]:
+    """fast_p@k in %: the mean over tasks of pass_at_k(n, c, k), n = the task's episodes (samples, e.g.
+    GRPO's generations), c = those that are fast_p. Episodes are grouped by `task_id` (those without
+    one form one group); a task with fewer than k episodes is left out; None when no task has k."""
+    groups = [[is_fast(ep, p) for ep in eps] for eps in _by_task(episodes).values()]
+    return _mean_pass(groups, k)
+
+
+def pass_at(episodes: Sequence[dict], k: int) -> Optional[float]:
+    """pass@k in % of "the episode has a correct turn", averaged over tasks (fast_p_at with p = 0)."""
+    return fast_p_at(episodes, 0.0, k)
+
+
+def pass_k_for(episodes: Sequence[dict]) -> Optional[int]:
+    """The k summarize reports pass@k for: the largest power of two not above the fewest episodes of
+    a task, when every task has more than one; else None."""
+    sizes = [len(g) for g in _by_task(episodes).values()]
+    if not sizes or min(sizes) < 2:
+        return None
+    return 1 << (min(sizes).bit_length() - 1)
+
+
+def _geomean(xs: Sequence[float]) -> Optional[float]:
+    if not xs:
+        return None
+    if min(xs) <= 0:
+        return 0.0  # a zero factor (speedup 0.0 in a seed record): the product is 0
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def summarize(episodes: Sequence[dict]) -> dict:
@@ -55,6 +172,17 @@ def summarize(episodes: Sequence[dict]) -> dict:
     Extra keys: episodes (N), turns (total judged turns), mean_turns, mean_return (mean of the
     episodes' `return` where recorded, else None), correct_by_turn (a list: % of episodes correct
     by turn k, k = 1..max turns, best-so-far).
+
+    The field's metrics (the module's table; each episode scored by its best turn, `best_turn`):
+    - fast_0_pct, fast_1.0_pct, fast_1.2_pct, fast_1.5_pct, fast_2.0_pct (`fast_key(p)`, p in FAST_P):
+      episodes whose best turn is correct with speedup > p (strictly), over all N; fast_0 = correct.
+    - geomean_speedup: geometric mean over the same population as mean_speedup; None if empty.
+    - mean_kernel_share: mean of the best turn's kernel_share over the episodes whose best turn has
+      one; None if none has.
+    - policies: {policy: judged turns} over all turns that record one; None if none does.
+    - pass@1: `pass_at(episodes, 1)`, the mean over tasks (task_id) of the share of a task's episodes
+      that have a correct turn; pass@k also, for k = `pass_k_for(episodes)` (the largest power of two
+      not above the fewest episodes of a task), only when every task has more than one episode.
     """
     n = len(episodes)
     compiled = correct = correct1 = faster = suspicious = 0
@@ -62,9 +190,20 @@ def summarize(episodes: Sequence[dict]) -> dict:
     max_t = max((len(turn_results(ep)) for ep in episodes), default=0)
     by_turn = [0] * max_t
     n_turns = 0
+    fast = dict.fromkeys(FAST_P, 0)
+    shares, policies, correct_by_task = [], {}, {}
     for ep in episodes:
         turns = turn_results(ep)
         n_turns += len(turns)
+        best = _best(turns)
+        for p in FAST_P:
+            fast[p] += _fast(best, p)
+        if best is not None and best.kernel_share is not None and math.isfinite(best.kernel_share):
+            shares.append(best.kernel_share)
+        for t in turns:
+            if t.policy:
+                policies[t.policy] = policies.get(t.policy, 0) + 1
+        correct_by_task.setdefault(ep.get("task_id"), []).append(best is not None)
         if any(t.compiled for t in turns):
             compiled += 1
         ok = [t for t in turns if t.counts_correct]
@@ -87,7 +226,7 @@ def summarize(episodes: Sequence[dict]) -> dict:
                 by_turn[k] += 1
         if ep.get("return") is not None:
             returns.append(float(ep["return"]))
-    return {
+    out = {
         "compile_pct": _pct(compiled, n), "correct_pct": _pct(correct, n), "correct_turn1_pct": _pct(correct1, n),
         "faster_than_ref_pct": _pct(faster, n),
         "mean_speedup": sum(speedups) / len(speedups) if speedups else None,
@@ -96,7 +235,16 @@ def summarize(episodes: Sequence[dict]) -> dict:
         "episodes": n, "turns": n_turns, "mean_turns": n_turns / n if n else None,
         "mean_return": sum(returns) / len(returns) if returns else None,
         "correct_by_turn": [_pct(c, n) for c in by_turn],
+        **{fast_key(p): _pct(fast[p], n) for p in FAST_P},
+        "geomean_speedup": _geomean(speedups),
+        "mean_kernel_share": sum(shares) / len(shares) if shares else None,
+        "policies": dict(sorted(policies.items())) or None,
+        "pass@1": _mean_pass(list(correct_by_task.values()), 1),
     }
+    k = pass_k_for(episodes)
+    if k is not None and k > 1:
+        out[f"pass@{k}"] = _mean_pass(list(correct_by_task.values()), k)
+    return out
 
 
 
@@ -165,3 +313,16 @@ def format_table(summary: dict, tasks: dict) -> str:
     lines.insert(len(lines) - 1, lines[1])
     return "\n".join(lines)
 
+
+
+def format_headline(summary: dict) -> str:
+    """The field's numbers on one line (fast_p, speedup means, kernel share, pass@k); a key the summary
+    lacks (one written before it existed) shows as "-"."""
+    parts = [f"{fast_key(p)[:-4]} {_fmt(summary.get(fast_key(p)), True)}" for p in FAST_P]
+    parts.append(f"speedup geomean {_fmt(summary.get('geomean_speedup'))} mean {_fmt(summary.get('mean_speedup'))}")
+    parts.append(f"kernel share {_fmt(summary.get('mean_kernel_share'))}")
+    passes = sorted((k for k in summary if k.startswith("pass@") and k[5:].isdigit()), key=lambda k: int(k[5:]))
+    parts += [f"{k} {_fmt(summary[k], True)}" for k in passes] or ["pass@1 -"]
+    if summary.get("policies"):
+        parts.append("turns by policy " + ", ".join(f"{p} {c}" for p, c in summary["policies"].items()))
+    return "  ".join(parts)

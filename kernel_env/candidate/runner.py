@@ -22,13 +22,14 @@ elsewhere and cross-checks the timings.
           it never runs while another submission is measured. "go" brings output slots made by the
           judge (CUDA IPC handles, or mapped files on the CPU), each trial's with the input
           distribution the reference worker chose for it. Construct ModelNew, run it on the inputs
-          of every trial seed (clones) under the watch (watch.py: no PyTorch compute in forward,
-          outputs made by the submission's kernels), copy the outputs into the slots ->
+          of every trial seed (clones) under the watch (watch.py: outputs made by the submission's
+          kernels, and no PyTorch compute under the strict policy), copy the outputs into the slots ->
           {"event": "outputs", ...}; on {"cmd": "time"} (the judge has checked them: wrong outputs
           are never timed) time it, every call on fresh inputs (harness.perturb_inputs), a few random
           calls watched too -> {"event": "timed", ...}; the slots of each timing set hold the output
-          of one random timed call, named by its salt, for a recheck -> {"event": "done"} with the
-          seconds each phase took.
+          of one random timed call, named by its salt, for a recheck; one more call, profiled, for
+          the share of its time in the submission's own kernels (share.py) -> {"event": "done"} with
+          that share and the seconds each phase took.
 """
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ from pathlib import Path
 # The harness binds its timer primitives at import: before the submission can touch them.
 from kernel_env import harness
 from kernel_env import protocol as P
-from kernel_env.candidate import fast_build, watch
+from kernel_env.candidate import fast_build, share, watch
+from kernel_env.policy import POLICIES, STRICT
 
 # What the timing code relies on, captured before the submission runs: checked again after timing.
 _PRIMITIVES = ("_perf_counter", "_median", "_cuda_sync", "_Event", "_event_record", "_event_elapsed",
@@ -54,6 +56,7 @@ _PRIMITIVES = ("_perf_counter", "_median", "_cuda_sync", "_Event", "_event_recor
 _SAVED = {name: getattr(harness, name) for name in _PRIMITIVES}
 _SAVED_TIME = (time.perf_counter, time.monotonic)
 _SAVED_READLINE = sys.stdin.readline  # the judge's word to start timing comes after the submission is loaded
+_SAVED_SHARE = (share.measure, watch.profiling)
 PLAN_ENV = ("KERNEL_ENV_BUILT_DIR", "KERNEL_ENV_PCH_DIR")  # build settings that come with the plan
 
 AUDIT_P = 0.15     # share of timing-phase calls preceded by a watched, untimed call on the same inputs
@@ -268,11 +271,12 @@ def main() -> int:
 
     phase = "construct"
     rng = random.SystemRandom()
+    policy = plan.get("policy") if plan.get("policy") in POLICIES else STRICT
 
     def watched(args, seed):
         """One forward under the watch: its outputs, or Rejected."""
         watch.install_triton_hooks()
-        with watch.Watch() as w:
+        with watch.Watch(policy) as w:
             out = harness.call(model, args, seed)
             if not watch.still_active(w):
                 raise Rejected("the evaluator's watch on ModelNew.forward was removed or replaced during the call")
@@ -405,11 +409,23 @@ def main() -> int:
         harness.synchronize(device)
         phases["timing_s"] = time.monotonic() - t4
         phases["audits"] = state["audits"]
+        kernel_time = None
+        if plan.get("kernel_share") in ("events", "profiler"):  # one more call: how much of its time its own kernels take
+            phase = "profile"
+            args = harness.perturb_inputs(kept[0][1], state["n"] + 1)
+            torch.manual_seed(kept[0][0])
+
+            def profiled():
+                with torch.no_grad():
+                    model(*args)
+            kernel_time = _SAVED_SHARE[0](profiled, device, _SAVED_SHARE[1], plan["kernel_share"])
+            phases["profile_s"] = kernel_time["profile_s"]
         cpu["done"], phases["thread_cpu_s"] = _cpu_s(), _thread_cpu_s()
         # the slots hold the last timed output of each input set, checked like the trials
         release_slots()
         emit({"event": P.DONE, "rechecks": [recheck_headers.get(j, []) for j in range(len(kept))],
-              "phases": {k: round(v, 3) if isinstance(v, float) else v for k, v in phases.items()}})
+              "phases": {k: round(v, 3) if isinstance(v, float) else v for k, v in phases.items()},
+              "kernel_time": kernel_time})
     except Rejected as e:
         release_slots()
         emit({"event": P.ERROR, "phase": phase, "kind": P.REJECTED, "message": f"Rejected: {e}"})

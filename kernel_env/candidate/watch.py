@@ -5,23 +5,33 @@ them. It runs on the correctness trials and on a few calls picked at random duri
 notes §4: torch doing the work, decoy kernels, lazy tensors):
 
   * every aten op that forward calls is seen through a TorchDispatchMode, from Python and from C++
-    (torch::relu inside a load_inline function goes through the dispatcher too). Allocation, views,
-    copies, dtype casts and random-number generation are allowed; anything that computes
-    (relu, mm, sum, softmax, ...) fails the run, however it was reached (x.relu(), x @ w, getattr);
+    (torch::relu inside a load_inline function goes through the dispatcher too);
   * custom kernels are the functions of modules built by load_inline/load, Triton launches and
-    operators the submission registered in the dispatcher. Each output of forward must live in
-    memory that one of them received or returned (or a copy or view of such memory), so a kernel
-    that is defined, or even launched on a dummy tensor, while something else makes the output fails.
+    operators the submission registered in the dispatcher.
+
+Under the strict policy (kernel_env/policy.py) allocation, views, copies, dtype casts and random-number
+generation are allowed and anything that computes (relu, mm, sum, softmax, ...) fails the run, however
+it was reached (x.relu(), x @ w, getattr); each output of forward must live in memory that a kernel
+received or returned (or a copy or view of such memory).
+
+Under the kernelbench policy PyTorch may compute too, and the watch follows the data instead: memory
+a kernel call wrote (its contents differ after the call) or returned new is marked, whatever an op
+computes from marked memory is marked, and every output must be marked. A kernel launched on a dummy
+tensor, or one that returns its input untouched, marks nothing that PyTorch's answer is made from.
 
 It is a tripwire, not a sandbox: code in this process can defeat it with enough introspection, which
 the static checks (judge/checks.py) forbid. The verdict itself never depends on this process alone.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from kernel_env.candidate.share import mark_name
+from kernel_env.policy import KERNELBENCH, STRICT
 
 # aten ops a forward may call around its kernels: they move, shape, cast or allocate data, or draw
 # random numbers (dropout masks must match the reference's generator), but do not compute the result.
@@ -44,6 +54,10 @@ _NEUTRAL_NS = frozenset(["profiler"])
 # ops whose outputs are copies of their inputs: a copy of kernel-made memory is kernel-made
 _COPIES = frozenset("clone copy_ _to_copy _copy_from _copy_from_and_resize contiguous cat stack set_ "
                     "lift_fresh_copy constant_pad_nd flip roll repeat".split())
+
+# in-place ops that write their first argument without reading it
+_OVERWRITES = frozenset("copy_ fill_ zero_ set_ resize_ normal_ uniform_ bernoulli_ random_ exponential_ "
+                        "geometric_ cauchy_ log_normal_ _copy_from _copy_from_and_resize".split())
 
 _state = threading.local()
 
@@ -72,22 +86,64 @@ def _key(t: torch.Tensor):
         return None
 
 
-class Watch(TorchDispatchMode):
-    """One watched forward call: the compute ops it called and the memory its kernels touched."""
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return torch.equal(a.reshape(-1).contiguous().view(torch.uint8), b.reshape(-1).contiguous().view(torch.uint8))
+    except RuntimeError:  # a dtype that has no byte view
+        return bool(torch.equal(a, b))
 
-    def __init__(self):
+
+class Watch(TorchDispatchMode):
+    """One watched forward call: the compute ops it called and the memory its kernels touched (strict),
+    or the memory holding data computed from its kernels' results (kernelbench)."""
+
+    def __init__(self, policy: str = STRICT):
         super().__init__()
+        self.policy = policy
         self.compute: dict[str, int] = {}
         self.kernel_calls = 0
         self.touched: set = set()
+        self.made: set = set()  # kernelbench: storages whose data came from a kernel's results
         self._keep: list = []  # storages held until the call ends, so no address is reused meanwhile
         self.suspended = 0
 
     # -- custom kernels report here (also called from the wrappers below)
-    def kernel(self, *objs) -> None:
+    def before_kernel(self, *objs) -> list | None:
+        """Under kernelbench, a copy of every tensor a kernel is about to get: what it wrote shows
+        as a change afterwards. The copies are the watch's own work, not the submission's."""
+        if self.policy != KERNELBENCH or self.suspended:
+            return None
+        self.suspended += 1
+        try:
+            return [(t, t.detach().clone()) for t in _tensors(objs) if _key(t) is not None]
+        finally:
+            self.suspended -= 1
+
+    def kernel(self, args, kwargs, out=None, before: list | None = None) -> None:
         self.kernel_calls += 1
-        for obj in objs:
+        for obj in (args, kwargs, out):
             self.touch(obj)
+        if before is None:
+            return
+        self.suspended += 1
+        try:
+            given = set()
+            for t, copy in before:
+                given.add(_key(t))
+                if not _same_bytes(t.detach(), copy):  # the kernel wrote it
+                    self.mark(t)
+            for t in _tensors(out):  # returned: new memory, or one it was given and wrote
+                if _key(t) not in given:
+                    self.mark(t)
+        finally:
+            self.suspended -= 1
+
+    def mark(self, obj) -> None:
+        for t in _tensors(obj):
+            k = _key(t)
+            if k is not None and k not in self.made:
+                self.made.add(k)
+                self._keep.append(t.untyped_storage())
 
     def touch(self, obj) -> None:
         for t in _tensors(obj):
@@ -108,7 +164,7 @@ class Watch(TorchDispatchMode):
 
     def made_by_kernel(self, t: torch.Tensor) -> bool:
         k = _key(t)
-        return k is None or k in self.touched
+        return k is None or k in (self.made if self.policy == KERNELBENCH else self.touched)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -118,6 +174,9 @@ class Watch(TorchDispatchMode):
         ns = getattr(func, "namespace", "aten")
         name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
         if ns in _NEUTRAL_NS:
+            return out
+        if self.policy == KERNELBENCH:
+            self._follow(ns, name, args, kwargs, out)
             return out
         if ns not in _TORCH_NS:  # an operator the submission registered (TORCH_LIBRARY): its kernel
             self.kernel(args, kwargs, out)
@@ -134,6 +193,25 @@ class Watch(TorchDispatchMode):
         else:
             self.compute[f"{ns}.{name}"] = self.compute.get(f"{ns}.{name}", 0) + 1
         return out
+
+    def _follow(self, ns, name, args, kwargs, out) -> None:
+        """kernelbench: what an op computes from marked memory is marked; memory overwritten from
+        unmarked data (copy_ into it, fill_, out=) is not."""
+        if ns not in _TORCH_NS:  # an operator the submission registered: its kernel
+            self.kernel(args, kwargs, out)
+            self.mark(out)
+            return
+        overwrites_self = name in _OVERWRITES and bool(args) and isinstance(args[0], torch.Tensor)
+        read = (args[1:] if overwrites_self else args, {k: v for k, v in kwargs.items() if k != "out"})
+        if any(_key(t) in self.made for t in _tensors(read)):
+            self.mark(out)
+            if name.endswith("_") and args:
+                self.mark(args[0])
+            return
+        for dest in ([args[0]] if overwrites_self else []) + list(_tensors(kwargs.get("out"))):
+            k = _key(dest)
+            if k in self.made and dest.numel() * dest.element_size() * 2 >= dest.untyped_storage().nbytes():
+                self.made.discard(k)
 
     def __enter__(self):
         _state.watch = self
@@ -157,9 +235,13 @@ def still_active(w: Watch) -> bool:
 def _wrap(fn):
     def launch(*args, **kwargs):
         w = current()
+        if w is None:
+            if _recorder is not None:
+                return _recorder.own(mark_name(fn), fn, *args, **kwargs)
+            return fn(*args, **kwargs)
+        before = w.before_kernel(args, kwargs)
         out = fn(*args, **kwargs)
-        if w is not None:
-            w.kernel(args, kwargs, out)
+        w.kernel(args, kwargs, out, before)
         return out
     launch.__name__ = getattr(fn, "__name__", "kernel")
     launch.__doc__ = getattr(fn, "__doc__", None)
@@ -222,10 +304,14 @@ def install_triton_hooks() -> None:
         orig = cls.run
 
         def run(self, *args, _orig=orig, **kwargs):
-            out = _orig(self, *args, **kwargs)
             w = current()
-            if w is not None and not kwargs.get("warmup", False):
-                w.kernel(args, kwargs)
+            if w is None or kwargs.get("warmup", False):
+                if _recorder is not None and not kwargs.get("warmup", False):
+                    return _recorder.own(mark_name(getattr(self, "fn", None)), _orig, self, *args, **kwargs)
+                return _orig(self, *args, **kwargs)
+            before = w.before_kernel(args, kwargs)
+            out = _orig(self, *args, **kwargs)
+            w.kernel(args, kwargs, None, before)
             return out
         cls.run = run
     def unwatched(fn):
@@ -271,6 +357,8 @@ def check_outputs(outs, device: torch.device) -> str | None:
 
 def verdict(w: Watch, outs) -> str | None:
     """Why a watched forward does not count as the submission's kernel, or None."""
+    if w.policy == KERNELBENCH:
+        return _kernelbench_verdict(w, outs)
     if w.compute:
         ops = ", ".join(f"{k} (x{n})" if n > 1 else k for k, n in sorted(w.compute.items(), key=lambda kv: -kv[1])[:8])
         return ("ModelNew.forward called PyTorch compute ops: " + ops + ". The work must be done by your own "
@@ -286,3 +374,34 @@ def verdict(w: Watch, outs) -> str | None:
             return (f"{what} of ModelNew.forward is not memory that your kernels wrote or returned: the result must "
                     "come from your kernel (a decoy kernel, or an output made elsewhere?).")
     return None
+
+
+def _kernelbench_verdict(w: Watch, outs) -> str | None:
+    items = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    tensors = [t for t in items if isinstance(t, torch.Tensor)]
+    if tensors and w.kernel_calls == 0:
+        return ("ModelNew.forward ran none of your kernels (no load_inline function call and no Triton launch): "
+                "PyTorch ops may stay around your kernels, but at least one of them must run and compute part "
+                "of the result.")
+    for k, t in enumerate(tensors):
+        if not w.made_by_kernel(t):
+            what = f"output {k}" if len(tensors) > 1 else "the output"
+            return (f"{what} of ModelNew.forward was not computed from anything your kernels produced: a kernel "
+                    "that writes nothing the result is made from (a decoy on a dummy tensor, or one that returns "
+                    "its input unchanged) does not count, however PyTorch computes the answer.")
+    return None
+
+
+_recorder = None
+
+
+@contextlib.contextmanager
+def profiling(recorder):
+    """While on, each call of the submission's kernels goes through `recorder.own(name, fn, *args)`,
+    which times it (share.py)."""
+    global _recorder
+    _recorder = recorder
+    try:
+        yield
+    finally:
+        _recorder = None

@@ -1,7 +1,7 @@
 """TRUSTED: checks on the submission's source, before anything runs.
 
 They catch the cheap, well-known reward hacks early and with a clear message (field notes §4): no
-kernel at all, torch doing the work, a try/except fallback, inheriting the reference, patching timers
+kernel at all, torch doing the work (under the strict policy), a try/except fallback, inheriting the reference, patching timers
 or the comparison, threads and subprocesses. Runtime checks in the judge back them up; these are not
 the only line of defence, so they stay simple and explainable.
 """
@@ -11,6 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from ..policy import STRICT
 from .verdict import ErrorKind
 
 # torch functions that do the work a kernel should do. Allocation, shapes and dtype handling stay allowed.
@@ -76,12 +77,16 @@ _CPP_COMPUTE_NAMES = sorted(TORCH_COMPUTE | {"linear", "conv_transpose2d", "addc
                                              "matmul_out", "bmm_out", "addmm_out", "gemm", "native_layer_norm",
                                              "native_batch_norm", "_softmax", "cudnn_convolution", "convolution",
                                              "_convolution", "embedding", "gather", "index_select", "scatter"})
-_CPP_RULES = [
+# what only the strict policy refuses: the compute delegated to ATen or a vendor library
+_CPP_COMPUTE_RULES = [
     (re.compile(r"(?<![\w:])(?:at|torch)::(?:native::|cuda::|cpu::)?(" + "|".join(map(re.escape, _CPP_COMPUTE_NAMES))
                 + r")\s*\("), "calls {0}() of ATen/LibTorch from C++: the computation must be in your kernel"),
     (re.compile(r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cusparse\w*|cutlass::gemm\w*)\s*\("),
      "calls the vendor library function {0}(): write the kernel yourself"),
     (re.compile(r"#\s*include\s*[<\"](cublas\w*|cudnn\w*|cublasLt\w*)"), "includes the vendor library header {0}"),
+]
+# what every policy refuses
+_CPP_RULES = [
     (re.compile(r"\b(TORCH_LIBRARY\w*)\b"), "{0} (registering dispatcher operators) is not allowed: expose your "
      "functions with load_inline(functions=[...])"),
     # a helper thread that is joined before returning is fine; one that is detached outlives the call
@@ -136,7 +141,8 @@ def _forbidden_module(name: str) -> bool:
     return parts[0] in ("torch", "triton") and any(p.startswith("_") and not p.startswith("__") for p in parts[1:])
 
 
-def _check_cpp(source: str, tree: ast.AST) -> CheckFailure | None:
+def _check_cpp(source: str, tree: ast.AST, policy: str) -> CheckFailure | None:
+    rules = (_CPP_COMPUTE_RULES if policy == STRICT else []) + _CPP_RULES
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) >= 16):
             continue
@@ -144,7 +150,7 @@ def _check_cpp(source: str, tree: ast.AST) -> CheckFailure | None:
         if not any(m in text for m in _CPP_MARKERS):
             continue
         code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)  # comments may mention anything
-        for rx, msg in _CPP_RULES:
+        for rx, msg in rules:
             m = rx.search(code)
             if m and m.group(0).lstrip().startswith(".") and not re.search(r"std::j?thread|pthread_create", code):
                 m = None  # Tensor::detach(), not a thread
@@ -155,12 +161,13 @@ def _check_cpp(source: str, tree: ast.AST) -> CheckFailure | None:
     return None
 
 
-def check_source(source: str, tree: ast.Module) -> CheckFailure | None:
-    """The first forbidden pattern found, or None."""
+def check_source(source: str, tree: ast.Module, policy: str = STRICT) -> CheckFailure | None:
+    """The first forbidden pattern found, or None. Under the kernelbench policy PyTorch compute,
+    ATen compute from C++ and vendor libraries are allowed (policy.py); the rest holds under both."""
     if not _has_kernel(tree, source):
         return CheckFailure(ErrorKind.NO_KERNEL, "no custom kernel found: build one with "
                             "torch.utils.cpp_extension.load_inline (CUDA or C++) or write a @triton.jit kernel")
-    bad = _check_cpp(source, tree)
+    bad = _check_cpp(source, tree, policy)
     if bad:
         return bad
     # names bound by imports: attribute chains from them are library code (torch, F, os, ...)
@@ -241,8 +248,9 @@ def check_source(source: str, tree: ast.Module) -> CheckFailure | None:
             if name in ("Model", "reference_problem.Model") or last == "Model" and head:
                 return CheckFailure(ErrorKind.FORBIDDEN_PATTERN, "calling the reference Model is not allowed", line)
             rhead = resolve(head) if head else ""
-            if (head in TORCH_NAMESPACES or rhead in ("torch", "torch.nn.functional", "torch.special", "torch.linalg",
-                                                      "torch.fft", "torch.Tensor")) and last in TORCH_COMPUTE:
+            torch_call = head in TORCH_NAMESPACES or rhead in ("torch", "torch.nn.functional", "torch.special",
+                                                               "torch.linalg", "torch.fft", "torch.Tensor")
+            if policy == STRICT and torch_call and last in TORCH_COMPUTE:
                 return CheckFailure(ErrorKind.FORBIDDEN_PATTERN, f"{name}() does the work in PyTorch: write it in your "
                                     "kernel instead (allocating outputs with torch.empty* is fine)", line)
             if name in ("setattr", "delattr", "exec", "eval", "compile", "__import__", "globals", "vars", "os.fork",

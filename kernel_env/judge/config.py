@@ -5,6 +5,8 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ..policy import parse as parse_policy
+
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("KERNEL_ENV_CACHE", Path.home() / ".cache" / "kernel_env"))
@@ -37,6 +39,16 @@ class JudgeConfig:
     # at server start, before any evaluation: each device's idle run processes and its reference worker
     # (CUDA context, the comparison's kernels compiled), so the first evaluation waits for neither
     start_ahead: bool = True
+    # the compute rule (policy.py): "auto" (level 1 strict, levels 2-3 kernelbench), one policy for
+    # every level, or per level ("1=strict,2=kernelbench"); an evaluation may name its own
+    policy: str = "auto"
+    # the share of the device time in the submission's own kernels, from one more call after the
+    # timing (candidate/share.py): "events" (CUDA events around its kernel calls and PyTorch's ops),
+    # "profiler" (torch.profiler's CUPTI records: exact, ~5.5 s more per evaluation on the H200) or
+    # "off"; under kernelbench a correct submission below min_kernel_share fails (0: no minimum;
+    # docs/design/policies.md says why that is the default)
+    kernel_share: str = "events"
+    min_kernel_share: float = 0.0
     max_code_bytes: int = 256 * 1024
     build_timeout_s: float = 300.0          # import of the submission, load_inline compile included
     run_timeout_s: float = 180.0            # correctness trials + timing, on the device
@@ -108,6 +120,13 @@ class JudgeConfig:
         if self.fast_build not in ("aten", "core", "shim", "off"):
             raise ValueError(f"fast_build must be 'aten', 'core', 'shim' or 'off', not {self.fast_build!r}")
         self.pch_variants = tuple(self.pch_variants)
+        parse_policy(self.policy)  # ValueError with the accepted forms
+        if not 0.0 <= self.min_kernel_share <= 1.0:
+            raise ValueError("min_kernel_share must be between 0 and 1")
+        if self.kernel_share not in ("events", "profiler", "off"):
+            raise ValueError(f"kernel_share must be 'events', 'profiler' or 'off', not {self.kernel_share!r}")
+        if self.min_kernel_share > 0 and self.kernel_share == "off":
+            raise ValueError("min_kernel_share needs kernel_share on (the share is what it is compared with)")
         if self.correctness_trials < 1:
             raise ValueError("correctness_trials must be >= 1")
 

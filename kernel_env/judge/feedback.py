@@ -67,3 +67,22 @@ def timed_summary(speedup: float, t_new: float, t_ref: float, roofline_frac: flo
                  "the arithmetic's use of the hardware." if bound == "memory" else
                  " Far from the roofline: use tiling / shared memory and the matrix units.")
     return text
+
+
+def kernel_share_line(kt: dict, device: str) -> str:
+    """"Your kernels ran 18 % of the GPU time; cudnn convolution 82 %." from the profiled call."""
+    what = "GPU" if device == "cuda" else "CPU"
+    total = kt.get("total_us") or 0.0
+    others = [(name, us) for name, us, mine in kt.get("top", []) if not mine and total > 0]
+    text = f"Your kernels ran {100 * kt['share']:.0f}% of the {what} time"
+    if others:
+        text += "; " + ", ".join(f"{_short_name(n)} {100 * us / total:.0f}%" for n, us in others[:3])
+    return text + "."
+
+
+def _short_name(name: str) -> str:
+    """A kernel's or op's name, readable: no template arguments or parameter lists."""
+    name = re.sub(r"<.*>", "", name)
+    name = re.sub(r"\(.*\)", "", name).strip()
+    name = name.split()[-1] if name.split() else name
+    return name[:60]

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import ast
 
+from ..policy import STRICT
 from . import feedback as fb
 from .checks import check_source
 from .config import JudgeConfig
 from .verdict import ErrorKind, Stage, Verdict
 
 
-def screen(task_id: str, code, cfg: JudgeConfig) -> Verdict | None:
-    """The verdict when the submission fails format or static checks, else None."""
+def screen(task_id: str, code, cfg: JudgeConfig, policy: str = STRICT) -> Verdict | None:
+    """The verdict when the submission fails format or static checks under `policy`, else None."""
     limit = cfg.feedback_max_chars
 
     def fail(stage, kind, msg):
-        return Verdict(task_id, stage.value, error_kind=kind.value, feedback=fb.clip(msg, limit))
+        return Verdict(task_id, stage.value, error_kind=kind.value, feedback=fb.clip(msg, limit), policy=policy)
 
     if code is None or (isinstance(code, (str, bytes)) and not code.strip()):
         return fail(Stage.FORMAT, ErrorKind.EMPTY_CODE, "No code was submitted: answer with one ```python block "
@@ -42,7 +43,7 @@ def screen(task_id: str, code, cfg: JudgeConfig) -> Verdict | None:
                for n in tree.body):
         return fail(Stage.FORMAT, ErrorKind.NO_MODEL_NEW, "No `class ModelNew(nn.Module)` at module level: define "
                     "it with the same constructor arguments as Model.")
-    bad = check_source(text, tree)
+    bad = check_source(text, tree, policy)
     if bad:
         where = f" (line {bad.line})" if bad.line else ""
         return fail(Stage.STATIC, bad.kind, f"Rejected before running{where}: {bad.message}.")

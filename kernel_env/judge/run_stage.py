@@ -42,6 +42,7 @@ class RunOutcome:
     timing_wall_s: float | None = None  # the judge's clock from "go" to "timed"
     rechecks: list | None = None    # the slots of one random timed call per timing set
     phases: dict | None = None      # the run process's seconds per phase (a claim, for diagnosis)
+    kernel_time: dict | None = None  # the profiled call: share of the time in the submission's own kernels
 
 
 def _fail(kind: str, feedback: str, **kw) -> RunOutcome:
@@ -58,6 +59,25 @@ def _phases(raw) -> dict | None:
             or (k == "module_sha" and isinstance(v, str) and len(v) <= 64)
             or (k in ("cpu_s", "thread_cpu_s") and isinstance(v, dict) and len(str(v)) < 2000
                 and all(isinstance(x, (int, float)) for x in v.values()))}
+
+
+def _kernel_time(raw) -> dict | None:
+    """The profiled call's numbers (candidate/share.py), if they are sane: share in [0, 1], times
+    >= 0, at most a few named entries. Like the phases, a claim of the candidate process."""
+    if not isinstance(raw, dict):
+        return None
+    share, own, total = raw.get("share"), raw.get("own_us"), raw.get("total_us")
+    if not all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in (share, own, total)):
+        return None
+    if share > 1.0 or own > total * 1.0001 + 1e-6:
+        return None
+    top = []
+    for entry in raw.get("top") if isinstance(raw.get("top"), list) else []:
+        if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], (int, float)) \
+                and math.isfinite(entry[1]) and len(top) < 8:
+            top.append([str(entry[0])[:120], float(entry[1]), bool(entry[2])])
+    return {"share": float(share), "own_us": float(own), "total_us": float(total), "top": top,
+            "profile_s": float(raw["profile_s"]) if isinstance(raw.get("profile_s"), (int, float)) else None}
 
 
 def valid_times(run: RunOutcome, max_timed_calls: int) -> bool:
@@ -119,6 +139,7 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
         elif ev == P.DONE:
             run.rechecks = msg.get("rechecks")
             run.phases = _phases(msg.get("phases"))
+            run.kernel_time = _kernel_time(msg.get("kernel_time"))
             break
         elif ev == P.TIMEOUT:
             cand.kill()

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 
 from .. import protocol as P
+from ..policy import check_name as check_policy
+from ..policy import for_level as policy_for_level
 from ..tasks import Task, TaskSet
 from . import bytecode_cache, prebuild
 from . import feedback as fb
@@ -41,7 +43,7 @@ from .config import JudgeConfig
 from .devices import DeviceSlots, queued
 from .environ import ProcessEnv
 from .intake import screen
-from .pools import CandidatePools
+from .pools import BUILD, CandidatePools
 from .reference import (REFERENCE_HELD_MAX, WORKER, JudgeInternalError, ReferenceWorkers, common_request,
                         task_request, timing_rule)
 from .run_stage import drive
@@ -95,18 +97,27 @@ class Judge:
         return self.pools.build_staging
 
     # ---------------------------------------------------------------- public API
-    async def evaluate(self, task_id: str, code) -> Verdict:
-        """The verdict on one submission. Raises TaskError for an unknown task; never for bad code.
-        Cancelling it kills its processes and removes its files."""
+    def policy_for(self, task_id: str, policy: str | None = None) -> str:
+        """The compute rule an evaluation of this task is judged under: the one named, else the
+        config's choice for the task's level (policy.py). ValueError for an unknown name."""
+        if policy is not None:
+            return check_policy(policy)
+        return policy_for_level(self.cfg.policy, self.tasks.get(task_id).level)
+
+    async def evaluate(self, task_id: str, code, policy: str | None = None) -> Verdict:
+        """The verdict on one submission, under `policy` (None: the config's choice for the task's
+        level). Raises TaskError for an unknown task and ValueError for an unknown policy; never for
+        bad code. Cancelling it kills its processes and removes its files."""
         task = self.tasks.get(task_id)
+        policy = self.policy_for(task_id, policy)
         t_start = time.monotonic()
         self._stats["running"] += 1
         me = asyncio.current_task()
         self._inflight.add(me)
         try:
-            v = screen(task.task_id, code, self.cfg)
+            v = screen(task.task_id, code, self.cfg, policy)
             if v is None:
-                v = await self._run(task, code if isinstance(code, str) else code.decode("utf-8"))
+                v = await self._run(task, code if isinstance(code, str) else code.decode("utf-8"), policy)
         finally:
             self._stats["running"] -= 1
             self._inflight.discard(me)
@@ -115,12 +126,12 @@ class Judge:
         self._stats["by_stage"][v.stage] = self._stats["by_stage"].get(v.stage, 0) + 1
         return v
 
-    def evaluate_sync(self, task_id: str, code) -> Verdict:
+    def evaluate_sync(self, task_id: str, code, policy: str | None = None) -> Verdict:
         """One evaluation in an event loop of its own; the processes it started end with it."""
         async def one():
             self.pools.one_shot = True
             try:
-                return await self.evaluate(task_id, code)
+                return await self.evaluate(task_id, code, policy)
             finally:
                 await self._stop_standing()
                 if self._bytecode:  # still compiling after a screen's verdict: it goes with the evaluation
@@ -185,7 +196,7 @@ class Judge:
         s["precompiled_header_ready"] = (bool(self._pch.dir) if self._pch else False) if self.cfg.precompiled_header else None
         s["reference_workers"] = self.references.alive()
         s["idle_runners"] = self.pools.idle_runners()
-        s["idle_builders"] = len(self.pools.idle[("build", None)])
+        s["idle_builders"] = len(self.pools.idle[BUILD])
         return s
 
     def start_ahead(self) -> None:
@@ -196,7 +207,7 @@ class Judge:
         if not self.cfg.start_ahead:
             return
         self._precompiled_header()
-        self.pools.fill(("build", None))
+        self.pools.fill(BUILD)
         for gpu in self.references.workers:
             self.pools.fill(("run", gpu))
             self.references.start_ahead(gpu)
@@ -220,11 +231,11 @@ class Judge:
         await self.pools.stop()
 
     # ---------------------------------------------------------------- one evaluation
-    async def _run(self, task: Task, source: str) -> Verdict:
+    async def _run(self, task: Task, source: str, policy: str) -> Verdict:
         """Build, run and judge a submission that passed the screen."""
         cfg = self.cfg
         ext_dir = cfg.cache_dir / "torch_extensions" / build_key(source)
-        v = Verdict(task.task_id, Stage.BUILD.value)
+        v = Verdict(task.task_id, Stage.BUILD.value, policy=policy)
         # both candidate processes compile with the same header, or the run process would build again
         pch_dir = self._precompiled_header()
         gpu = self.slots.pick()
@@ -244,7 +255,8 @@ class Judge:
             # the plan comes to the run process on stdin too: the seeds never touch the disk
             plan = {"task_path": str(task.path), "device": cfg.device, "seeds": seeds, "init_seed": init_seed,
                     "timing_sets": ref_req["timing_sets"], "l2_flush_bytes": cfg.l2_flush_bytes,
-                    "cpu_threads": cfg.cpu_threads, "timing": timing_rule(cfg), "env": build_env}
+                    "cpu_threads": cfg.cpu_threads, "timing": timing_rule(cfg), "env": build_env,
+                    "policy": policy, "kernel_share": cfg.kernel_share}
             self.pools.fill(("run", gpu))  # an idle run process for this evaluation, started while it builds
             failed = await self.builds.build(v, source, ext_dir, build_env, pch_dir)
             if failed is not None:
@@ -353,7 +365,7 @@ class Judge:
                         await asyncio.shield(cand.close())
                         if ref is not None and not released:
                             await asyncio.shield(self.references.let_go(gpu, ref))
-            return finish(v, cfg, prep["profile"], passed, mismatch, run.times_ms)
+            return finish(v, cfg, prep["profile"], passed, mismatch, run.times_ms, run.kernel_time)
         finally:
             if cand is not None:
                 await asyncio.shield(cand.close())

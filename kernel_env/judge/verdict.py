@@ -6,6 +6,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
+from ..policy import KERNELBENCH
 from . import feedback as fb
 
 
@@ -34,6 +35,7 @@ class ErrorKind(str, Enum):
     CRASH = "crash"                  # killed by a signal or exited without a report
     RUN_TIMEOUT = "run_timeout"
     OUTPUT_MISMATCH = "output_mismatch"  # count, shape, dtype, NaN/inf pattern or values
+    LOW_KERNEL_SHARE = "low_kernel_share"  # correct, but its own kernels ran less than the minimum share
     TIMING_INVALID = "timing_invalid"    # the timing report contradicts the judge's clock, or was forged (not the runner's)
     INTERNAL = "internal"            # the judge itself failed (reference crashed, ...): not the candidate's fault
 
@@ -73,10 +75,11 @@ class Verdict:
         return self.stage in (Stage.RUN.value, Stage.CORRECTNESS.value, Stage.TIMED.value)
 
 
-def finish(v: Verdict, cfg, profile: dict, passed: int, mismatch: dict | None, times_ms: list | None) -> Verdict:
+def finish(v: Verdict, cfg, profile: dict, passed: int, mismatch: dict | None, times_ms: list | None,
+           kernel_time: dict | None = None) -> Verdict:
     """The verdict once the outputs were compared: the task's numbers from its profile (t_ref, FLOPs,
-    bytes, roofline), then wrong outputs (correctness), or the speedup and the flags (timed).
-    `cfg` is the JudgeConfig."""
+    bytes, roofline), then wrong outputs (correctness), or the speedup, the flags and the share of the
+    time in the submission's own kernels (timed). `cfg` is the JudgeConfig."""
     v.device_name, v.flops, v.bytes_moved = profile["device_name"], profile["flops"], profile["bytes"]
     v.t_ref_ms, v.t_min_ms, v.bound = profile["t_ref_ms"], profile["t_min_ms"], profile["bound"]
     v.ref_roofline_frac = profile["ref_roofline_frac"]
@@ -99,6 +102,16 @@ def finish(v: Verdict, cfg, profile: dict, passed: int, mismatch: dict | None, t
                       "timing_spread": spread(times_ms)})
     v.feedback = fb.timed_summary(v.speedup, t_new, v.t_ref_ms, v.roofline_frac, v.bound, v.suspicious,
                                   v.roofline_violation)
+    if kernel_time:
+        v.kernel_share = kernel_time["share"]
+        v.details["kernel_time"] = kernel_time
+        v.feedback += " " + fb.kernel_share_line(kernel_time, cfg.device)
+    if v.policy == KERNELBENCH and cfg.min_kernel_share > 0 and (v.kernel_share or 0.0) < cfg.min_kernel_share:
+        v.stage, v.correct, v.error_kind = Stage.RUN.value, False, ErrorKind.LOW_KERNEL_SHARE.value
+        v.details["speedup_if_accepted"], v.speedup = v.speedup, None
+        v.feedback += (f" Your own kernels must take at least {100 * cfg.min_kernel_share:.0f}% of the time on this "
+                       "server" + ("" if kernel_time else " (it could not be measured)") + ": do more of the work "
+                       "in them, not only a small step around PyTorch's.")
     return v
 
 

@@ -121,7 +121,8 @@ class Shared:
         except Exception:  # the prompt still works without numbers; steps will report the cause
             log.exception("task_profile(%s) failed; prompt without roofline numbers", task.task_id)
             cache = False
-        text = build_problem(task.task_id, task.source, profile, self.settings.device, self.settings.max_turns)
+        text = build_problem(task.task_id, task.source, profile, self.settings.device, self.settings.max_turns,
+                             self.judge.policy_for(task.task_id))
         if cache:
             self._prompts[task.task_id] = text
             self._failed.pop(task.task_id, None)

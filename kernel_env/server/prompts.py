@@ -5,6 +5,8 @@ Pure string building (no I/O) so it can be tested without a judge.
 """
 from __future__ import annotations
 
+from ..policy import RULES, STRICT
+
 _CUDA_EXAMPLE = '''```python
 import torch
 import torch.nn as nn
@@ -92,11 +94,12 @@ def _timing_section(profile: dict | None, device: str) -> str:
 
 
 def build_problem(task_id: str, reference_source: str, profile: dict | None, device: str,
-                  max_turns: int) -> str:
+                  max_turns: int, policy: str = STRICT) -> str:
     """The full first user message for one task.
 
     `profile` is the judge's task_profile (or None if it could not be computed); `device` is
-    "cuda" or "cpu" (which kernel language and example to show).
+    "cuda" or "cpu" (which kernel language and example to show); `policy` the compute rule in force
+    for the task (kernel_env/policy.py), stated in the rules.
     """
     if device == "cuda":
         kind = ("a custom CUDA kernel compiled with `torch.utils.cpp_extension.load_inline` "
@@ -113,11 +116,9 @@ Task {task_id}. Write `class ModelNew(nn.Module)`: a drop-in replacement for `Mo
 constructor arguments and the same `forward` signature, returning the same outputs (within
 tolerance) for the inputs that `get_inputs()` produces. Implement the computation with {kind}.
 
-Rules (checked before anything runs): the work happens in your kernel, so calling PyTorch compute
-functions (torch.matmul, F.relu, torch.sum, ...) is rejected, while allocating outputs with
-torch.empty* and reshaping are fine; no try/except, no threads or subprocesses, no patching of torch
-or of timers, and ModelNew must not inherit from or call `Model`. Outputs are compared on fresh
-random inputs, and timing runs in a separate process.
+Rules ({policy} policy): {RULES[policy]}; no try/except, no threads or subprocesses, no patching
+of torch or of timers, and ModelNew must not inherit from or call `Model`. Outputs are compared on
+fresh random inputs, and timing runs in a separate process.
 
 {_timing_section(profile, device)}
 

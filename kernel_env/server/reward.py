@@ -6,6 +6,8 @@
         s = clip(log(speedup) / log(speedup_cap), 0, 1)
           = 0 at or below the reference's speed, 1 at `speedup_cap` x and beyond
     suspicious (speedup above the judge's threshold) -> the above times suspicious_factor
+    share_power > 0 (Dr. Kernel's recipe against lazy kernels) -> s times kernel_share ** share_power,
+        kernel_share = the share of the time in the submission's own kernels (unknown: not weighted)
 
 Why this shape: correctness is worth a fixed share (so a correct-but-slow kernel always beats a
 wrong one), speed is paid on a log scale (2x and 4x are equal steps) and capped (a reward hack that
@@ -25,10 +27,15 @@ class RewardConfig:
     speedup_cap: float = 10.0       # speedups above this earn no more (must be > 1)
     compiled_bonus: float = 0.0     # optional shaping: built and ran, but wrong (0 = off)
     suspicious_factor: float = 1.0  # multiplier for flagged-suspicious speedups (1 = no penalty)
+    # the speed term weighted by the kernels' share of the time (0 = off, 1 = in proportion): a fast
+    # answer whose own kernels do little of the work earns little for its speed (arXiv 2602.05885)
+    share_power: float = 0.0
 
     def __post_init__(self):
         if not self.speedup_cap > 1.0:
             raise ValueError("speedup_cap must be > 1")
+        if self.share_power < 0:
+            raise ValueError("share_power must be >= 0")
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -48,8 +55,12 @@ def compute_reward(verdict, cfg: RewardConfig = RewardConfig()) -> tuple[float, 
     if sp is None or not math.isfinite(sp) or sp <= 0:
         return cfg.base, "correct; no valid speedup"
     s = min(max(math.log(sp) / math.log(cfg.speedup_cap), 0.0), 1.0)
-    r = cfg.base + cfg.speed_weight * s
     reason = f"correct; speedup {sp:.3g}x"
+    share = getattr(verdict, "kernel_share", None)
+    if cfg.share_power > 0 and share is not None:
+        s *= min(max(share, 0.0), 1.0) ** cfg.share_power
+        reason += f"; speed term x share {share:.2f}^{cfg.share_power:g}"
+    r = cfg.base + cfg.speed_weight * s
     if sp > cfg.speedup_cap:
         reason += f" (capped at {cfg.speedup_cap:g}x)"
     if verdict.suspicious:
