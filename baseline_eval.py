@@ -12,7 +12,8 @@ next user turn, until the env ends the episode (its max turns) or the next turn 
 token budget. Episodes run concurrently (`--concurrency`); a progress bar shows them finish.
 Outputs in `--out`: `episodes.jsonl` (one record per episode, the same format as the trainer's
 `rollouts-rank*.jsonl`), `summary.json` (`summarize` of all episodes, plus per task), and a table
-on stdout.
+on stdout with the field's numbers under it (fast_p, geometric mean speedup, kernel share, pass@k:
+docs/metrics.md).
 
 Policies (kernel_env/agent/policies.py says more): `openai` (any OpenAI-compatible chat endpoint:
 `--base_url`, `--model`, key from `--api_key` or $OPENAI_API_KEY), `vllm` (a local vllm.LLM),
@@ -40,7 +41,7 @@ from pathlib import Path
 
 from kernel_env.agent.local_server import TOKEN_ENV, LocalEnvServer, exit_on_sigterm
 from kernel_env.agent.episodes import run_episode
-from kernel_env.agent.metrics import counts_correct, format_table, per_task, summarize
+from kernel_env.agent.metrics import counts_correct, format_headline, format_table, per_task, summarize
 from kernel_env.agent.policies import make_policy
 from kernel_env.agent.turns import extract_code, feedback_message
 from kernel_env.tasks import split_task_ids
@@ -160,6 +161,7 @@ def main(argv=None) -> dict:
               "seconds": round(time.monotonic() - t0, 1), "tasks": tasks_summary}
     (out / "summary.json").write_text(json.dumps(result, indent=2))
     print(format_table(summary, tasks_summary))
+    print(format_headline(summary))
     print(f"\nepisodes: {out / 'episodes.jsonl'}\nsummary:  {out / 'summary.json'}")
     return result
 

@@ -253,9 +253,12 @@ def log_episodes(trainer, mode: str, eps: list, suspicious_path: str):
     if _world(trainer) > 1:
         from accelerate.utils import gather_object
         eps = gather_object(eps)
+    from kernel_env.agent.metrics import FAST_P, fast_key
     s = summarize(eps)
+    passes = tuple(k for k in s if k.startswith("pass@"))  # pass@1, and pass@k with several samples a task
     for k in ("compile_pct", "correct_pct", "correct_turn1_pct", "faster_than_ref_pct", "mean_speedup",
-              "median_roofline_frac", "suspicious", "mean_turns"):
+              "median_roofline_frac", "suspicious", "mean_turns", *map(fast_key, FAST_P), "geomean_speedup",
+              "mean_kernel_share", *passes):
         if s[k] is not None:
             trainer._metrics[mode][f"kernel/{k}"].append(float(s[k]))
     if eps:

@@ -8,10 +8,12 @@ Reads from RUN_DIR (all optional but at least one must be there):
 - suspicious.jsonl      turns the judge flagged (speedup over its threshold, time under the roofline floor).
 `--baseline` is a baseline_eval.py `summary.json` or its `episodes.jsonl` (or their folder).
 
-Sections: train and eval curves per step (compile / correct / faster-than-reference %, mean best
-speedup, median roofline fraction, reward); improvement over turns (correct and compiled by turn k,
-best so far); per-task best speedup and roofline fraction; baseline vs trained (the last eval step);
-the flagged kernels with their code. Metric definitions: kernel_env.agent.metrics.summarize.
+Sections: train and eval curves per step (compile / correct / faster-than-reference / fast_1.2 %,
+mean and geometric mean best speedup, median roofline fraction and mean kernel share, reward);
+improvement over turns (correct and compiled by turn k, best so far); per-task best speedup and
+roofline fraction; baseline vs trained (the last eval step); the flagged kernels with their code.
+Metric definitions: kernel_env.agent.metrics (docs/metrics.md). Runs and baselines from before a
+metric existed show it as missing ("–", "n/a", no line).
 
 A train episode's `step` is the global step when it was generated: the optimizer step it trains is
 step + 1, which is where the curves put it (and where TRL logs its metrics). Eval episodes are put at
@@ -38,9 +40,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 from kernel_env.agent.metrics import summarize, turn_results  # noqa: E402
 
 PCT_KEYS = [("compile_pct", "compiled"), ("correct_pct", "correct (any turn)"),
-            ("correct_turn1_pct", "correct at turn 1"), ("faster_than_ref_pct", "faster than reference")]
+            ("correct_turn1_pct", "correct at turn 1"), ("faster_than_ref_pct", "faster than reference"),
+            ("fast_1.2_pct", "fast_1.2 (> 1.2x)")]
 COLORS = {"compile_pct": "#7f7f7f", "correct_pct": "#2ca02c", "correct_turn1_pct": "#98df8a",
-          "faster_than_ref_pct": "#1f77b4", "train": "#ff7f0e", "eval": "#1f77b4", "baseline": "#7f7f7f"}
+          "faster_than_ref_pct": "#1f77b4", "fast_1.2_pct": "#9467bd", "train": "#ff7f0e", "eval": "#1f77b4",
+          "baseline": "#7f7f7f"}
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -185,17 +189,28 @@ def curves_figure(train: dict, evals: dict, hist: list[dict]) -> str:
                ylim=(-3, 103))
         ax.legend(fontsize=8, loc="best") if drawn else _no_data(ax, "no eval episodes (--eval_strategy steps)"
                                                                    if tag != "train" else "no data")
-    for ax, key, title, ylabel in ((a_sp, "mean_speedup", "Mean best speedup of correct episodes", "x reference"),
-                                   (a_rf, "median_roofline_frac", "Median best roofline fraction (correct episodes)",
-                                    "t_min / t_new (1 = speed of light)")):
-        drawn = False
+    # each panel: its key (circles), and a second one (squares) drawn only where the run logged it
+    for ax, key, extra, title, ylabel in (
+            (a_sp, "mean_speedup", ("geomean_speedup", "geomean"), "Best speedup of correct episodes: mean, geomean",
+             "x reference"),
+            (a_rf, "median_roofline_frac", ("mean_kernel_share", "kernel share"),
+             "Median best roofline fraction (correct episodes)", "t_min / t_new (1 = speed of light)")):
+        drawn = extra_drawn = False
         for summ, tag in ((train, "train"), (evals, "eval")):
             xs, ys = _series(summ, key)
             if xs:
                 drawn = True
                 ax.plot(xs, ys, "-" if tag == "train" else "--", marker="o", ms=4, color=COLORS[tag], label=tag)
+            xs, ys = _series(summ, extra[0])
+            if xs:
+                drawn = extra_drawn = True
+                ax.plot(xs, ys, "-" if tag == "train" else "--", marker="s", ms=4, color=COLORS[tag], alpha=0.55,
+                        label=f"{tag} {extra[1]}")
         if key == "mean_speedup" and drawn:
             ax.axhline(1.0, color="#aaa", lw=1, ls=":")
+        if key == "median_roofline_frac" and extra_drawn:
+            title, ylabel = ("Median best roofline fraction; mean kernel share (squares)",
+                             "fraction (roofline: t_min / t_new; share of device time)")
         ax.set(title=title, xlabel="step", ylabel=ylabel)
         ax.legend(fontsize=8) if drawn else _no_data(ax, "no correct kernel yet")
     drawn = False
@@ -289,17 +304,20 @@ def compare_figure(cols: list[tuple[str, dict]]) -> str:
     palette = ["#7f7f7f", "#aec7e8", "#1f77b4", "#ff7f0e"]
     for c, ((name, s), color) in enumerate(zip(cols, palette)):
         xs = [k + (c - (len(cols) - 1) / 2) * width for k in range(len(PCT_KEYS))]
-        vals = [s.get(k) or 0.0 for k, _ in PCT_KEYS]
+        raw = [s.get(k) for k, _ in PCT_KEYS]  # None: not in this summary (an older one) or no episode
+        vals = [v or 0.0 for v in raw]
         bars = a1.bar(xs, vals, width, label=name, color=color)
-        a1.bar_label(bars, [f"{v:.0f}" for v in vals], fontsize=7)
-        sp = s.get("mean_speedup")
-        b = a2.bar([c], [sp or 0.0], 0.7, color=color, label=name)
-        a2.bar_label(b, [f"{sp:.2f}x" if sp else "n/a"], fontsize=7)
+        a1.bar_label(bars, [f"{v:.0f}" if v is not None else "n/a" for v in raw], fontsize=7)
+        for dx, key, hatch in ((-0.18, "mean_speedup", None), (0.18, "geomean_speedup", "//")):
+            sp = s.get(key)
+            b = a2.bar([c + dx], [sp or 0.0], 0.34, color=color, hatch=hatch, edgecolor="#444" if hatch else None,
+                       label=name if key == "mean_speedup" else None)
+            a2.bar_label(b, [f"{sp:.2f}x" if sp else "n/a"], fontsize=7)
     a1.set_xticks(range(len(PCT_KEYS)), [lbl for _, lbl in PCT_KEYS], fontsize=8)
     a1.set(title="Baseline vs trained (held-out episodes, %)", ylabel="% of episodes", ylim=(0, 108))
     a1.legend(fontsize=8)
     a2.set_xticks(range(len(cols)), [n for n, _ in cols], fontsize=7, rotation=15)
-    a2.set(title="Mean best speedup (correct)", ylabel="x reference")
+    a2.set(title="Best speedup (correct): mean, geomean (hatched)", ylabel="x reference")
     a2.set_ylim(bottom=0)
     for ax in (a1, a2):
         ax.grid(alpha=0.3, axis="y")
@@ -329,13 +347,17 @@ def _cell(v, pct=False) -> str:
 
 
 def summary_table(rows: list[tuple[str, dict]]) -> str:
-    head = ["", "episodes", "compiled", "correct", "correct turn 1", "faster than ref", "mean speedup",
-            "median roofline", "flagged turns", "mean turns"]
+    share = any(s.get("mean_kernel_share") is not None for _, s in rows)  # the column only when recorded
+    head = (["", "episodes", "compiled", "correct", "correct turn 1", "faster than ref", "fast_1.2", "mean speedup",
+             "geomean speedup", "median roofline"] + (["kernel share"] if share else [])
+            + ["flagged turns", "mean turns"])
     out = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for name, s in rows:
         out.append("<tr>" + f"<td>{html.escape(name)}</td><td>{_cell(s.get('episodes'))}</td>"
                    + "".join(f"<td>{_cell(s.get(k), True)}</td>" for k, _ in PCT_KEYS)
-                   + f"<td>{_cell(s.get('mean_speedup'))}</td><td>{_cell(s.get('median_roofline_frac'))}</td>"
+                   + f"<td>{_cell(s.get('mean_speedup'))}</td><td>{_cell(s.get('geomean_speedup'))}</td>"
+                   + f"<td>{_cell(s.get('median_roofline_frac'))}</td>"
+                   + (f"<td>{_cell(s.get('mean_kernel_share'))}</td>" if share else "")
                    + f"<td>{_cell(s.get('suspicious'))}</td><td>{_cell(s.get('mean_turns'))}</td></tr>")
     return "\n".join(out) + "</table>"
 
@@ -408,7 +430,10 @@ def render(run: Path, baseline: str | None = None, max_flagged: int = 50) -> str
         rows.append(("baseline", base_summary))
     parts += ["<h2>Summary</h2>", summary_table(rows) if rows else "<p class='note'>no episodes</p>",
               "<p class='note'>Percentages are of episodes (one task attempt of up to max_turns turns). "
-              "Speedup and roofline fraction are each correct episode's best; see kernel_env.agent.metrics.summarize.</p>"]
+              "Speedup and roofline fraction are each correct episode's best; fast_1.2 is the share of episodes "
+              "whose best correct turn is more than 1.2x faster than the reference (KernelBench's fast_p, p = 1.2); "
+              "kernel share is the share of the best turn's device time in the submission's own kernels. "
+              "Definitions: kernel_env.agent.metrics (docs/metrics.md).</p>"]
 
     parts += ["<h2>Training and eval curves</h2>", curves_figure(train, evals, hist)]
 

@@ -17,7 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
-from .policy import POLICIES
+from .compute_policy import POLICIES
 from .tasks import SUPPORTED_LEVELS, TaskError, TaskSet
 
 

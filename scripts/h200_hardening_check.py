@@ -141,7 +141,7 @@ def prebuild_extensions(paths: list[Path], cache_dir: Path, device: str, fast_bu
 def start_server(args, tasks_dir: Path, cache_dir: Path, log_path: Path) -> LocalEnvServer:
     return LocalEnvServer(args.device, ["--cache-dir", str(cache_dir), "--max-turns", "1", "--run-timeout-s",
                                         str(args.run_timeout_s), "--timing-budget-s", str(args.timing_budget_s),
-                                        "--fast-build", args.fast_build],
+                                        "--fast-build", args.fast_build, "--policy", args.policy],
                           log_path, str(tasks_dir), ready_timeout_s=300).start()
 
 
@@ -269,6 +269,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=900, help="client timeout per step")
     ap.add_argument("--fast-build", default="shim", choices=("core", "shim", "aten"), help="the server's --fast-build")
     ap.add_argument("--only", nargs="*", default=None, help="case file names to run (default: all)")
+    ap.add_argument("--policy", default="auto", help="the server's --policy (the cases' expectations hold under both)")
     ap.add_argument("--concurrent", type=int, default=4, help="faults (and as many honest sessions) at once; 0: skip")
     ap.add_argument("--round-only", action="store_true", help="faults only in the round at once, not one by one")
     args = ap.parse_args()

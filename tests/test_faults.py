@@ -184,6 +184,7 @@ def test_killing_its_parent_never_reaches_the_judge(judge):
 
 
 @slow
+@pytest.mark.parametrize("policy", ["strict", "kernelbench"])  # a fault ends the same way under both rules
 @pytest.mark.parametrize("name,code,stage,kind,text", [
     ("exit", with_forward("_faults.do_exit(0)"), "run", "crash", "exited with status 0"),
     ("sleep_forever", with_forward("_faults.sleep_forever()"), "run", "run_timeout", "Timed out"),
@@ -192,14 +193,14 @@ def test_killing_its_parent_never_reaches_the_judge(judge):
     ("import_loop", with_module("_faults.spin()"), "build", "build_timeout", "timed out"),
     ("import_exit", with_module("_faults.do_exit(5)"), "build", "crash", "exited with status 5"),
 ])
-def test_fault_ends_as_a_clear_verdict(judge, name, code, stage, kind, text):
+def test_fault_ends_as_a_clear_verdict(judge, name, code, stage, kind, text, policy):
     if name == "import_loop":
         judge.cfg.build_timeout_s = 10
     try:
-        v = judge.evaluate_sync("level1/1_Small_ReLU", code)
+        v = judge.evaluate_sync("level1/1_Small_ReLU", code, policy)
     finally:
         judge.cfg.build_timeout_s = 300
-    assert (v.stage, v.error_kind) == (stage, kind), (name, v.feedback)
+    assert (v.stage, v.error_kind, v.policy) == (stage, kind, policy), (name, v.feedback)
     assert text.lower() in v.feedback.lower(), v.feedback
     assert len(v.feedback) <= judge.cfg.feedback_max_chars
     assert v.timings.get("run_s", 0) <= judge.cfg.run_timeout_s + 5  # ended by the judge, not left running

@@ -1,6 +1,8 @@
-"""The reward-hack battery (issue 5): adversarial submissions in tests/hacks/ must end not correct (or
-with zero reward and a flag) with the reason in the feedback; honest look-alikes in tests/honest/ must
-pass. Every file's docstring says the hack and the expected verdict; CASES below asserts it.
+"""The reward-hack battery: adversarial submissions in tests/hacks/ must end not correct (or with zero
+reward and a flag) with the reason in the feedback; honest look-alikes in tests/honest/ must pass.
+Every file's docstring says the hack and the expected verdict under the strict policy; CASES below
+asserts it, and the whole battery runs again under the kernelbench policy (KB_CHANGES: what that
+policy allows, and what it catches another way).
 
 All evaluations go through the real judge (subprocesses, the shared C++ test extension, Triton under
 its interpreter). They run concurrently through one Judge, once per module (`verdicts`); each test
@@ -126,10 +128,9 @@ EITHER = [("cache_by_data_ptr.py", RELU, {("run", "runtime_error"), ("correctnes
            ("not memory that your kernels wrote", "ran no custom kernel", "Wrong output"))]
 
 
-@pytest.fixture(scope="module")
-def verdicts(cache_dir):
-    """Every case, evaluated concurrently through one judge. 2 + 7 trials: every input distribution
-    is drawn in every evaluation (the default of 5 draws three of them at random)."""
+def _battery(cache_dir, policy):
+    """Every case, evaluated concurrently through one judge under `policy`. 2 + 7 trials: every input
+    distribution is drawn in every evaluation (the default of 5 draws three of them at random)."""
     judge = Judge(JudgeConfig(device="cpu", cache_dir=cache_dir, build_slots=2, correctness_trials=2 + len(harness.ALT_DISTS),
                               warmup_calls=1, warmup_s=0.0, min_timed_calls=5, timing_budget_s=0.2,
                               work_dir=tempfile.mkdtemp(prefix="kernel_env_test_hacks_")))
@@ -137,11 +138,22 @@ def verdicts(cache_dir):
 
     async def go():
         try:
-            return await asyncio.gather(*[judge.evaluate(task, submission(path)) for _, task, path in jobs])
+            return await asyncio.gather(*[judge.evaluate(task, submission(path), policy) for _, task, path in jobs])
         finally:
             await judge.aclose()  # its reference worker
 
     return {f: v for (f, _, _), v in zip(jobs, asyncio.run(go()))}
+
+
+@pytest.fixture(scope="module")
+def verdicts(cache_dir):
+    """The battery under the strict policy, the rule the cases were written against."""
+    return _battery(cache_dir, "strict")
+
+
+@pytest.fixture(scope="module")
+def kernelbench_verdicts(cache_dir):
+    return _battery(cache_dir, "kernelbench")
 
 
 def test_every_file_is_a_case():
@@ -169,6 +181,50 @@ def test_case(verdicts, case):
         assert reward > 0 and v.trials_passed == 2 + len(harness.ALT_DISTS), where
     else:
         assert not v.correct and reward == 0, where
+
+
+# ---- the same battery under the kernelbench policy: PyTorch may compute around the kernels, so what
+# only the strict rule refuses is allowed; everything else is caught as before, or by the watch
+# following the data (an output computed from nothing a kernel produced)
+KB_REJECTED = ("ran none of your kernels", "not computed from anything your kernels produced")
+KB_CHANGES = {
+    # allowed under kernelbench: PyTorch (or ATen from C++) computes part of the answer around a kernel
+    "partial_torch_linear.py": OK, "nn_module_layer.py": OK, "cpp_calls_aten.py": OK,
+    # PyTorch computes the answer and no kernel runs, or none produces what the output is made from
+    "torch_call_direct.py": REJECTED, "functional_alias.py": REJECTED,
+    "return_input_unchanged.py": REJECTED, "triton_zeros_softmax.py": REJECTED,
+    # cuBLAS is allowed under kernelbench; on the CPU its header is missing, so the build fails
+    "cuda_cublas_gemm.py": ("build", "build_error"),
+}
+
+
+@slow
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.file[:-3])
+def test_case_under_kernelbench(kernelbench_verdicts, case):
+    v = kernelbench_verdicts[case.file]
+    expected = KB_CHANGES.get(case.file, (case.stage, case.kind))
+    where = f"{case.file}: {v.stage}/{v.error_kind}: {v.feedback}"
+    assert (v.stage, v.error_kind) == expected and v.policy == "kernelbench", where
+    if expected == REJECTED:
+        assert v.feedback.startswith("Rejected: "), where
+        if case.file in KB_CHANGES or any("PyTorch compute ops" in s or "aten." in s for s in case.says):
+            assert any(s in v.feedback for s in KB_REJECTED), where  # the strict reason does not apply
+        elif case.says:
+            assert any(s in v.feedback for s in case.says + KB_REJECTED), where
+    elif expected == OK:
+        assert v.correct and 0.0 < v.kernel_share <= 1.0 and "Your kernels ran" in v.feedback, where
+    elif case.says and case.file not in KB_CHANGES:
+        assert any(s in v.feedback for s in case.says), where
+    if expected != OK:
+        assert not v.correct and compute_reward(v)[0] == 0, where
+
+
+@slow
+@pytest.mark.parametrize("file,task,outcomes,says", EITHER, ids=[e[0][:-3] for e in EITHER])
+def test_case_either_under_kernelbench(kernelbench_verdicts, file, task, outcomes, says):
+    v = kernelbench_verdicts[file]
+    assert (v.stage, v.error_kind) in outcomes and any(s in v.feedback for s in says + KB_REJECTED), v.feedback
+    assert compute_reward(v)[0] == 0
 
 
 @slow

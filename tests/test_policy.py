@@ -1,4 +1,4 @@
-"""The compute policies (kernel_env/policy.py): strict (all the compute in the submission's kernels)
+"""The compute policies (kernel_env/compute_policy.py): strict (all the compute in the submission's kernels)
 and kernelbench (PyTorch and vendor ops allowed around them, the outputs computed from what a kernel
 produced), and the share of the time in the submission's own kernels (candidate/share.py).
 
@@ -14,7 +14,7 @@ import tempfile
 import pytest
 import torch
 
-from kernel_env import policy
+from kernel_env import compute_policy as policy
 from kernel_env.candidate import share, watch
 from kernel_env.judge import Judge, JudgeConfig
 from kernel_env.judge.checks import check_source
@@ -155,6 +155,28 @@ def overwritten_with_copy(x):
 
 def pytorch_only(x):
     return torch.relu(x @ W)
+
+
+def test_a_kernel_benchmarked_before_its_launch_still_produces_its_output():
+    """An autotuner runs the kernel on the call's own tensors (the watch suspended) before the launch
+    that counts: that launch rewrites the same bytes, and the output is still the kernel's."""
+    x = torch.randn(4, 8)
+    with watch.Watch("kernelbench") as w:
+        out = torch.empty(4, 8)
+        w.suspended += 1
+        for _ in range(3):
+            relu_into(x, out)
+        w.suspended -= 1
+        relu_into(x, out)
+    assert watch.verdict(w, out) is None
+    with watch.Watch("kernelbench") as w:  # and PyTorch's answer written over it afterwards is not
+        out = torch.empty(4, 8)
+        w.suspended += 1
+        relu_into(x, out)
+        w.suspended -= 1
+        out.copy_(torch.relu(x))
+        relu_into(x, out)
+    assert "not computed from anything your kernels produced" in watch.verdict(w, out)
 
 
 def _watch(fn, pol):

@@ -28,7 +28,8 @@ def _turn(k, rng, skill):
     sp = round(0.3 + 2 * rng.random() * skill, 3)
     return {"turn": k, "stage": "timed", "correct": True, "speedup": sp, "reward": 0.3 + 0.2 * sp,
             "roofline_frac": round(0.05 + 0.4 * skill * rng.random(), 3), "suspicious": False,
-            "roofline_violation": False, "feedback": f"Correct. {sp}x"}
+            "roofline_violation": False, "feedback": f"Correct. {sp}x", "policy": "strict",
+            "kernel_share": round(0.5 + 0.5 * skill, 3)}
 
 
 def make_run(run: Path, steps: int = 10, eval_every: int = 5, seed: int = 0) -> Path:
@@ -105,6 +106,10 @@ def test_report_renders_every_section(tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page  # the flagged kernel's code, escaped
     assert "level1/2_Small_Matmul" in page and "baseline" in page
     assert "eval (step 10)" in page and "eval (step 5)" in page
+    # the field's metrics: fast_1.2 and the geometric mean in the table, kernel share when recorded
+    table = page[page.index("<h2>Summary</h2>"):page.index("<h2>Training and eval curves</h2>")]
+    for col in ("<th>fast_1.2</th>", "<th>geomean speedup</th>", "<th>kernel share</th>"):
+        assert col in table, col
 
 
 def test_report_baseline_as_episodes_and_sparse_runs(tmp_path):
@@ -125,6 +130,22 @@ def test_report_baseline_as_episodes_and_sparse_runs(tmp_path):
     page = report.render(only_log)
     assert "eval (step 2)" in page  # the logged eval_kernel/* metrics
     assert len(_images(page)) >= 3
+    assert "<th>fast_1.2</th>" in page and "<th>kernel share</th>" not in page  # a log from before: shown missing
+    # a log with the new keys: they reach the table (its rows are the eval steps)
+    (only_log / "checkpoint-3" / "trainer_state.json").write_text(json.dumps({"log_history": [
+        {"step": 1, "reward": 0.1, "kernel/correct_pct": 50.0, "kernel/fast_1.2_pct": 25.0},
+        {"step": 1, "eval_kernel/correct_pct": 50.0, "eval_kernel/fast_1.2_pct": 25.0, "eval_kernel/mean_speedup": 1.5,
+         "eval_kernel/geomean_speedup": 1.25, "eval_kernel/mean_kernel_share": 0.75, "eval_kernel/pass@1": 50.0}]}))
+    page = report.render(only_log)
+    assert "<th>kernel share</th>" in page and "<td>25.0%</td>" in page and "<td>1.25</td>" in page
+    assert "<td>0.75</td>" in page
+    # an old baseline summary.json (the seed's keys only) next to new episodes
+    old = tmp_path / "old_baseline.json"
+    old.write_text(json.dumps({k: v for k, v in json.loads((base / "summary.json").read_text()).items()
+                               if k in ("compile_pct", "correct_pct", "correct_turn1_pct", "faster_than_ref_pct",
+                                        "mean_speedup", "median_roofline_frac", "suspicious", "episodes")}))
+    page = report.render(make_run(tmp_path / "run2", steps=4, eval_every=2), str(old))
+    assert "baseline" in page and len(_images(page)) == 4
     with pytest.raises(SystemExit):
         report.render(tmp_path / "baseline")  # no run files at all
 

@@ -47,7 +47,7 @@ from pathlib import Path
 from kernel_env import harness
 from kernel_env import protocol as P
 from kernel_env.candidate import fast_build, share, watch
-from kernel_env.policy import POLICIES, STRICT
+from kernel_env.compute_policy import POLICIES, STRICT
 
 # What the timing code relies on, captured before the submission runs: checked again after timing.
 _PRIMITIVES = ("_perf_counter", "_median", "_cuda_sync", "_Event", "_event_record", "_event_elapsed",

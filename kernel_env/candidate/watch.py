@@ -9,8 +9,8 @@ notes §4: torch doing the work, decoy kernels, lazy tensors):
   * custom kernels are the functions of modules built by load_inline/load, Triton launches and
     operators the submission registered in the dispatcher.
 
-Under the strict policy (kernel_env/policy.py) allocation, views, copies, dtype casts and random-number
-generation are allowed and anything that computes (relu, mm, sum, softmax, ...) fails the run, however
+Under the strict policy (kernel_env/compute_policy.py) allocation, views, copies, dtype casts and
+random-number generation are allowed and anything that computes (relu, mm, sum, softmax, ...) fails the run, however
 it was reached (x.relu(), x @ w, getattr); each output of forward must live in memory that a kernel
 received or returned (or a copy or view of such memory).
 
@@ -31,7 +31,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernel_env.candidate.share import mark_name
-from kernel_env.policy import KERNELBENCH, STRICT
+from kernel_env.compute_policy import KERNELBENCH, STRICT
 
 # aten ops a forward may call around its kernels: they move, shape, cast or allocate data, or draw
 # random numbers (dropout masks must match the reference's generator), but do not compute the result.
@@ -104,20 +104,41 @@ class Watch(TorchDispatchMode):
         self.kernel_calls = 0
         self.touched: set = set()
         self.made: set = set()  # kernelbench: storages whose data came from a kernel's results
+        self._benched: set = set()  # storages a kernel got while the watch was suspended
+        self.depth = 0  # inside a kernel call
         self._keep: list = []  # storages held until the call ends, so no address is reused meanwhile
         self.suspended = 0
 
     # -- custom kernels report here (also called from the wrappers below)
     def before_kernel(self, *objs) -> list | None:
         """Under kernelbench, a copy of every tensor a kernel is about to get: what it wrote shows
-        as a change afterwards. The copies are the watch's own work, not the submission's."""
-        if self.policy != KERNELBENCH or self.suspended:
+        as a change afterwards. The copies are the watch's own work, not the submission's. While the
+        watch is suspended (an autotuner benchmarking the submission's kernel on the call's own
+        tensors), only each tensor's first launch is compared: the benchmark writes the result, and
+        the launch that follows it writes the same bytes again."""
+        if self.policy != KERNELBENCH:
+            return None
+        tensors = [t for t in _tensors(objs) if _key(t) is not None]
+        if self.suspended:
+            tensors = [t for t in tensors if _key(t) not in self._benched]
+            self._benched.update(_key(t) for t in tensors)
+        if not tensors:
             return None
         self.suspended += 1
         try:
-            return [(t, t.detach().clone()) for t in _tensors(objs) if _key(t) is not None]
+            return [(t, t.detach().clone()) for t in tensors]
         finally:
             self.suspended -= 1
+
+    @contextlib.contextmanager
+    def inside_kernel(self):
+        """Ops a kernel call makes itself (ATen from its C++) are its own work: what it wrote is
+        compared after the call, not followed op by op."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     def kernel(self, args, kwargs, out=None, before: list | None = None) -> None:
         self.kernel_calls += 1
@@ -176,7 +197,8 @@ class Watch(TorchDispatchMode):
         if ns in _NEUTRAL_NS:
             return out
         if self.policy == KERNELBENCH:
-            self._follow(ns, name, args, kwargs, out)
+            if not self.depth:
+                self._follow(ns, name, args, kwargs, out)
             return out
         if ns not in _TORCH_NS:  # an operator the submission registered (TORCH_LIBRARY): its kernel
             self.kernel(args, kwargs, out)
@@ -240,7 +262,8 @@ def _wrap(fn):
                 return _recorder.own(mark_name(fn), fn, *args, **kwargs)
             return fn(*args, **kwargs)
         before = w.before_kernel(args, kwargs)
-        out = fn(*args, **kwargs)
+        with w.inside_kernel():
+            out = fn(*args, **kwargs)
         w.kernel(args, kwargs, out, before)
         return out
     launch.__name__ = getattr(fn, "__name__", "kernel")
@@ -310,7 +333,8 @@ def install_triton_hooks() -> None:
                     return _recorder.own(mark_name(getattr(self, "fn", None)), _orig, self, *args, **kwargs)
                 return _orig(self, *args, **kwargs)
             before = w.before_kernel(args, kwargs)
-            out = _orig(self, *args, **kwargs)
+            with w.inside_kernel():
+                out = _orig(self, *args, **kwargs)
             w.kernel(args, kwargs, None, before)
             return out
         cls.run = run

@@ -11,7 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from ..policy import STRICT
+from ..compute_policy import STRICT
 from .verdict import ErrorKind
 
 # torch functions that do the work a kernel should do. Allocation, shapes and dtype handling stay allowed.
@@ -163,7 +163,8 @@ def _check_cpp(source: str, tree: ast.AST, policy: str) -> CheckFailure | None:
 
 def check_source(source: str, tree: ast.Module, policy: str = STRICT) -> CheckFailure | None:
     """The first forbidden pattern found, or None. Under the kernelbench policy PyTorch compute,
-    ATen compute from C++ and vendor libraries are allowed (policy.py); the rest holds under both."""
+    ATen compute from C++ and vendor libraries are allowed (compute_policy.py); the rest holds under
+    both."""
     if not _has_kernel(tree, source):
         return CheckFailure(ErrorKind.NO_KERNEL, "no custom kernel found: build one with "
                             "torch.utils.cpp_extension.load_inline (CUDA or C++) or write a @triton.jit kernel")

@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ..policy import parse as parse_policy
+from ..compute_policy import parse as parse_policy
 
 
 def default_cache_dir() -> Path:
@@ -39,8 +39,8 @@ class JudgeConfig:
     # at server start, before any evaluation: each device's idle run processes and its reference worker
     # (CUDA context, the comparison's kernels compiled), so the first evaluation waits for neither
     start_ahead: bool = True
-    # the compute rule (policy.py): "auto" (level 1 strict, levels 2-3 kernelbench), one policy for
-    # every level, or per level ("1=strict,2=kernelbench"); an evaluation may name its own
+    # the compute rule (compute_policy.py): "auto" (level 1 strict, levels 2-3 kernelbench), one
+    # policy for every level, or per level ("1=strict,2=kernelbench"); an evaluation may name its own
     policy: str = "auto"
     # the share of the device time in the submission's own kernels, from one more call after the
     # timing (candidate/share.py): "events" (CUDA events around its kernel calls and PyTorch's ops),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from ..policy import STRICT
+from ..compute_policy import STRICT
 from . import feedback as fb
 from .checks import check_source
 from .config import JudgeConfig

@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 
 from .. import protocol as P
-from ..policy import check_name as check_policy
-from ..policy import for_level as policy_for_level
+from ..compute_policy import check_name as check_policy
+from ..compute_policy import for_level as policy_for_level
 from ..tasks import Task, TaskSet
 from . import bytecode_cache, prebuild
 from . import feedback as fb
@@ -99,7 +99,7 @@ class Judge:
     # ---------------------------------------------------------------- public API
     def policy_for(self, task_id: str, policy: str | None = None) -> str:
         """The compute rule an evaluation of this task is judged under: the one named, else the
-        config's choice for the task's level (policy.py). ValueError for an unknown name."""
+        config's choice for the task's level (compute_policy.py). ValueError for an unknown name."""
         if policy is not None:
             return check_policy(policy)
         return policy_for_level(self.cfg.policy, self.tasks.get(task_id).level)

@@ -6,7 +6,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
-from ..policy import KERNELBENCH
+from ..compute_policy import KERNELBENCH
 from . import feedback as fb
 
 
@@ -60,7 +60,7 @@ class Verdict:
     flops: float | None = None
     bytes_moved: float | None = None
     trials_passed: int = 0
-    policy: str | None = None           # the compute rule judged under (policy.py): "strict" | "kernelbench"
+    policy: str | None = None           # the compute rule (compute_policy.py): "strict" | "kernelbench"
     # share of the submission's device time (CPU time on the CPU device) inside its own kernels, from a
     # profiled call after the timing; details["kernel_time"] has the breakdown
     kernel_share: float | None = None

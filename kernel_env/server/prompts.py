@@ -5,7 +5,7 @@ Pure string building (no I/O) so it can be tested without a judge.
 """
 from __future__ import annotations
 
-from ..policy import RULES, STRICT
+from ..compute_policy import RULES, STRICT
 
 _CUDA_EXAMPLE = '''```python
 import torch
@@ -99,7 +99,7 @@ def build_problem(task_id: str, reference_source: str, profile: dict | None, dev
 
     `profile` is the judge's task_profile (or None if it could not be computed); `device` is
     "cuda" or "cpu" (which kernel language and example to show); `policy` the compute rule in force
-    for the task (kernel_env/policy.py), stated in the rules.
+    for the task (kernel_env/compute_policy.py), stated in the rules.
     """
     if device == "cuda":
         kind = ("a custom CUDA kernel compiled with `torch.utils.cpp_extension.load_inline` "
