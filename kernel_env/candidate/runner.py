@@ -27,7 +27,7 @@ elsewhere and cross-checks the timings.
           {"event": "outputs", ...}; on {"cmd": "time"} (the judge has checked them: wrong outputs
           are never timed) time it, every call on fresh inputs (harness.perturb_inputs), a few random
           calls watched too -> {"event": "timed", ...}; the slots of each timing set hold the output
-          of one random timed call, named by its salt, for a recheck; one more call, profiled, for
+          of one random timed call, named by its salt, for a recheck; a few more calls, measured, for
           the share of its time in the submission's own kernels (share.py) -> {"event": "done"} with
           that share and the seconds each phase took.
 """
@@ -410,7 +410,7 @@ def main() -> int:
         phases["timing_s"] = time.monotonic() - t4
         phases["audits"] = state["audits"]
         kernel_time = None
-        if plan.get("kernel_share") in ("events", "profiler"):  # one more call: how much of its time its own kernels take
+        if plan.get("kernel_share") in ("events", "profiler"):  # a few more calls: how much of its time its own kernels take
             phase = "profile"
             args = harness.perturb_inputs(kept[0][1], state["n"] + 1)
             torch.manual_seed(kept[0][0])

@@ -1,6 +1,6 @@
 """UNTRUSTED side: how much of a forward's time its own kernels take (`kernel_share`).
 
-One call of ModelNew.forward after the timing, never a timed one. While it runs, each call of the
+A few calls of ModelNew.forward after the timing, never timed ones. While they run, each call of the
 submission's kernels (a function of a module load_inline/load built, a Triton launch; watch.py routes
 them here while `watch.profiling` is on) and each PyTorch op is timed, two ways:
 
@@ -12,9 +12,9 @@ them here while `watch.profiling` is on) and each PyTorch op is timed, two ways:
   profiler  torch.profiler, each device kernel (CUPTI's records) given to the innermost range or op
             open on the CPU when it was launched: the submission's kernel call, unless the kernel's
             name is a vendor library's (VENDOR_KERNEL: cuBLAS, cuDNN, CUTLASS, ...), or a PyTorch op.
-            Exact, but CUPTI's first use costs ~5.5 s per process on the H200 and leaves every later
-            launch slower (a 21 us kernel timed 27 us after it): a check of the events method, not
-            something to pay on every evaluation (docs/design/policies.md).
+            The two agree to 0.002 on the H200's level-2/3 answers; CUPTI's first use took 5.5 s in a
+            plain process there (0.03 s in the judge's run processes, not explained), so the
+            default is events (docs/design/policies.md).
 
 share = own / (own + PyTorch's), with the largest entries by name. Like everything this process says
 it is a claim; it reaches the verdict (and a reward that uses it) through the judge's sanity checks.

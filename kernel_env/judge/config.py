@@ -42,9 +42,9 @@ class JudgeConfig:
     # the compute rule (compute_policy.py): "auto" (level 1 strict, levels 2-3 kernelbench), one
     # policy for every level, or per level ("1=strict,2=kernelbench"); an evaluation may name its own
     policy: str = "auto"
-    # the share of the device time in the submission's own kernels, from one more call after the
+    # the share of the device time in the submission's own kernels, from a few more calls after the
     # timing (candidate/share.py): "events" (CUDA events around its kernel calls and PyTorch's ops),
-    # "profiler" (torch.profiler's CUPTI records: exact, ~5.5 s more per evaluation on the H200) or
+    # "profiler" (torch.profiler's CUPTI records: vendor kernels named too; docs/design/policies.md) or
     # "off"; under kernelbench a correct submission below min_kernel_share fails (0: no minimum;
     # docs/design/policies.md says why that is the default)
     kernel_share: str = "events"

@@ -70,7 +70,7 @@ def timed_summary(speedup: float, t_new: float, t_ref: float, roofline_frac: flo
 
 
 def kernel_share_line(kt: dict, device: str) -> str:
-    """"Your kernels ran 18 % of the GPU time; cudnn convolution 82 %." from the profiled call."""
+    """"Your kernels ran 7% of the GPU time; aten::convolution 93%." from the measured call."""
     what = "GPU" if device == "cuda" else "CPU"
     total = kt.get("total_us") or 0.0
     others = [(name, us) for name, us, mine in kt.get("top", []) if not mine and total > 0]

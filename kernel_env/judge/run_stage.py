@@ -42,7 +42,7 @@ class RunOutcome:
     timing_wall_s: float | None = None  # the judge's clock from "go" to "timed"
     rechecks: list | None = None    # the slots of one random timed call per timing set
     phases: dict | None = None      # the run process's seconds per phase (a claim, for diagnosis)
-    kernel_time: dict | None = None  # the profiled call: share of the time in the submission's own kernels
+    kernel_time: dict | None = None  # the measured calls: share of the time in the submission's own kernels
 
 
 def _fail(kind: str, feedback: str, **kw) -> RunOutcome:
@@ -62,7 +62,7 @@ def _phases(raw) -> dict | None:
 
 
 def _kernel_time(raw) -> dict | None:
-    """The profiled call's numbers (candidate/share.py), if they are sane: share in [0, 1], times
+    """The measured calls' numbers (candidate/share.py), if they are sane: share in [0, 1], times
     >= 0, at most a few named entries. Like the phases, a claim of the candidate process."""
     if not isinstance(raw, dict):
         return None

@@ -62,7 +62,7 @@ class Verdict:
     trials_passed: int = 0
     policy: str | None = None           # the compute rule (compute_policy.py): "strict" | "kernelbench"
     # share of the submission's device time (CPU time on the CPU device) inside its own kernels, from a
-    # profiled call after the timing; details["kernel_time"] has the breakdown
+    # few calls after the timing; details["kernel_time"] has the breakdown
     kernel_share: float | None = None
     timings: dict = field(default_factory=dict)  # build_s, run_s, reference_s, queue_s, total_s
     details: dict = field(default_factory=dict)  # mismatch numbers, timed-call counts, ...
