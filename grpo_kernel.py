@@ -49,7 +49,7 @@ import trl
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_peft_config
 
 from kernel_env.agent.local_server import LocalEnvServer, exit_on_sigterm
-from kernel_env.agent.metrics import episode_return, flagged_turns, summarize
+from kernel_env.agent.metrics import FAST_P, episode_return, fast_key, flagged_turns, summarize
 from kernel_env.agent.session import EnvSession
 from kernel_env.agent.turns import extract_code, feedback_message, turn_record
 from kernel_env.tasks import split_task_ids
@@ -253,7 +253,6 @@ def log_episodes(trainer, mode: str, eps: list, suspicious_path: str):
     if _world(trainer) > 1:
         from accelerate.utils import gather_object
         eps = gather_object(eps)
-    from kernel_env.agent.metrics import FAST_P, fast_key
     s = summarize(eps)
     passes = tuple(k for k in s if k.startswith("pass@"))  # pass@1, and pass@k with several samples a task
     for k in ("compile_pct", "correct_pct", "correct_turn1_pct", "faster_than_ref_pct", "mean_speedup",

@@ -10,9 +10,9 @@ notes §4: torch doing the work, decoy kernels, lazy tensors):
     operators the submission registered in the dispatcher.
 
 Under the strict policy (kernel_env/compute_policy.py) allocation, views, copies, dtype casts and
-random-number generation are allowed and anything that computes (relu, mm, sum, softmax, ...) fails the run, however
-it was reached (x.relu(), x @ w, getattr); each output of forward must live in memory that a kernel
-received or returned (or a copy or view of such memory).
+random-number generation are allowed and anything that computes (relu, mm, sum, softmax, ...) fails
+the run, however it was reached (x.relu(), x @ w, getattr); each output of forward must live in
+memory that a kernel received or returned (or a copy or view of such memory).
 
 Under the kernelbench policy PyTorch may compute too, and the watch follows the data instead: memory
 a kernel call wrote (its contents differ after the call) or returned new is marked, whatever an op
