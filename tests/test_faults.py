@@ -183,8 +183,13 @@ def test_killing_its_parent_never_reaches_the_judge(judge):
     _clean(judge)
 
 
+# Faults in forward run inside a watched kernel call, which the policy changes: they end the same way
+# under both rules. The import faults happen before any policy applies: strict only.
+IN_FORWARD = ("exit", "sleep_forever", "print_gigabytes", "host_memory")
+
+
 @slow
-@pytest.mark.parametrize("policy", ["strict", "kernelbench"])  # a fault ends the same way under both rules
+@pytest.mark.parametrize("policy", ["strict", "kernelbench"])
 @pytest.mark.parametrize("name,code,stage,kind,text", [
     ("exit", with_forward("_faults.do_exit(0)"), "run", "crash", "exited with status 0"),
     ("sleep_forever", with_forward("_faults.sleep_forever()"), "run", "run_timeout", "Timed out"),
@@ -194,6 +199,8 @@ def test_killing_its_parent_never_reaches_the_judge(judge):
     ("import_exit", with_module("_faults.do_exit(5)"), "build", "crash", "exited with status 5"),
 ])
 def test_fault_ends_as_a_clear_verdict(judge, name, code, stage, kind, text, policy):
+    if policy != "strict" and name not in IN_FORWARD:
+        pytest.skip("an import fault: no policy applies yet")
     if name == "import_loop":
         judge.cfg.build_timeout_s = 10
     try:

@@ -242,15 +242,13 @@ def verdicts(cache_dir):
     judge = Judge(JudgeConfig(device="cpu", cache_dir=cache_dir, build_slots=2, warmup_calls=1, warmup_s=0.0,
                               min_timed_calls=5, timing_budget_s=0.2,
                               work_dir=tempfile.mkdtemp(prefix="kernel_env_test_policy_")))
+    # the partial answer under each policy, the lazy one and the decoy's other cases, and an honest
+    # all-kernel answer are in the hack battery too (tests/test_hacks.py, both policies)
     jobs = {
-        ("partial", "strict"): (LINRELU, "tests/hacks/partial_torch_linear.py"),
-        ("partial", "kernelbench"): (LINRELU, "tests/hacks/partial_torch_linear.py"),
         ("partial", None): (LINRELU, "tests/hacks/partial_torch_linear.py"),
-        ("decoy", "strict"): (LINRELU, "linear_relu_decoy.py"),
         ("decoy", "kernelbench"): (LINRELU, "linear_relu_decoy.py"),
         ("lazy", "kernelbench"): (LINRELU, "linear_relu_lazy.py"),
         ("honest", "strict"): (RELU, "relu_ok.py"),
-        ("honest", "kernelbench"): (RELU, "relu_ok.py"),
     }
 
     async def go():
@@ -264,35 +262,32 @@ def verdicts(cache_dir):
 
 
 @slow
-def test_a_partial_level2_answer_is_correct_under_kernelbench_only(verdicts):
-    strict, kb, auto = verdicts["partial", "strict"], verdicts["partial", "kernelbench"], verdicts["partial", None]
-    assert (strict.stage, strict.policy) == ("run", "strict") and "PyTorch compute ops" in strict.feedback
-    assert kb.correct and kb.policy == "kernelbench", kb.feedback
-    assert 0.0 < kb.kernel_share < 1.0 and "Your kernels ran" in kb.feedback
-    assert kb.details["kernel_time"]["total_us"] > 0
-    assert auto.policy == "kernelbench" and auto.correct  # level 2's default
+def test_a_partial_level2_answer_is_correct_by_default(verdicts):
+    """Level 2's default policy is kernelbench: the GEMM in PyTorch, the ReLU in the submission's
+    kernel (under strict the same file is rejected: tests/test_hacks.py)."""
+    v = verdicts["partial", None]
+    assert v.correct and v.policy == "kernelbench", v.feedback
+    assert 0.0 < v.kernel_share < 1.0 and "Your kernels ran" in v.feedback
+    assert v.details["kernel_time"]["total_us"] > 0
 
 
 @slow
-def test_pytorch_doing_all_the_work_beside_a_decoy_fails_under_both(verdicts):
-    strict = verdicts["decoy", "strict"]
-    assert strict.stage == "static" and "torch.relu() does the work in PyTorch" in strict.feedback
-    kb = verdicts["decoy", "kernelbench"]
-    assert not kb.correct and "not computed from anything your kernels produced" in kb.feedback
+def test_pytorch_doing_all_the_work_beside_a_decoy_fails(verdicts):
+    v = verdicts["decoy", "kernelbench"]  # under strict its torch.relu() call is refused before it runs
+    assert not v.correct and "not computed from anything your kernels produced" in v.feedback
 
 
 @slow
 def test_a_trivial_kernel_after_pytorchs_work_is_correct_with_a_share_near_zero(verdicts):
     lazy = verdicts["lazy", "kernelbench"]
     assert lazy.correct and lazy.kernel_share < 0.05, (lazy.kernel_share, lazy.feedback)
-    assert lazy.kernel_share < verdicts["partial", "kernelbench"].kernel_share
+    assert lazy.kernel_share < verdicts["partial", None].kernel_share
 
 
 @slow
-def test_an_all_kernel_answer_has_nearly_all_the_share_under_both(verdicts):
-    for pol in policy.POLICIES:
-        v = verdicts["honest", pol]
-        assert v.correct and v.policy == pol and v.kernel_share > 0.5, (pol, v.kernel_share, v.feedback)
+def test_an_all_kernel_answer_has_nearly_all_the_share(verdicts):
+    v = verdicts["honest", "strict"]
+    assert v.correct and v.policy == "strict" and v.kernel_share > 0.5, (v.kernel_share, v.feedback)
 
 
 def test_min_kernel_share_refuses_a_correct_answer_whose_kernels_do_little():

@@ -352,10 +352,10 @@ def serve(args: argparse.Namespace) -> None:
 
     app = build_app(Shared(tasks, settings), make_judge, max_sessions=args.max_sessions, token=token,
                     max_message_bytes=max_message_bytes, stats_interval_s=args.stats_interval_s)
-    log.info("kernel_env: %d tasks (%d train, %d eval) from %s; device %s%s; max %d sessions, %d turns; auth %s",
-             len(tasks.tasks), len(tasks.ids("train")), len(tasks.ids("eval")), tasks.root, device,
+    log.info("kernel_env: %d tasks (%d train, %d eval) from %s; device %s%s; max %d sessions, %d turns; policy "
+             "%s; auth %s", len(tasks.tasks), len(tasks.ids("train")), len(tasks.ids("eval")), tasks.root, device,
              f" gpus {list(gpus)}" if device == "cuda" else "", args.max_sessions, args.max_turns,
-             "on" if token else "OFF")
+             judge_cfg.policy, "on" if token else "OFF")
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
                 ws_max_size=4 * max_message_bytes, timeout_graceful_shutdown=30)
 
