@@ -43,7 +43,7 @@ def mark_name(fn) -> str:
 VENDOR_KERNEL = re.compile(r"cublas|cudnn|cutlass|xmma|nvjet|cufft|gemmSN|gemv2[NT]_kernel|splitKreduce_kernel|"
                            r"^(void )?(ampere|volta|turing|hopper|sm\d+)_", re.I)
 TOP = 6
-EVENT_CALLS = 3
+EVENT_CALLS = 3  # on a GPU; on the CPU device one (its kernels are slow, and the share only informs there)
 
 
 def _cpu_records(events) -> list[tuple[str, float, bool]]:
@@ -181,7 +181,7 @@ def measure(call, device: torch.device, profiling, method: str = "events") -> di
         torch.cuda.synchronize(device)
     if method == "events":  # cheap: a few calls, the one with the median share (one call can be preempted)
         runs = []
-        for _ in range(EVENT_CALLS):
+        for _ in range(EVENT_CALLS if device.type == "cuda" else 1):
             timeline = Timeline(device)
             with profiling(timeline), timeline:
                 call()
