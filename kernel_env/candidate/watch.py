@@ -379,10 +379,26 @@ def check_outputs(outs, device: torch.device) -> str | None:
     return None
 
 
+# why a watched forward does not count, per policy: no kernel ran; an output is not the kernels' work
+_NO_KERNEL = {
+    STRICT: ("ModelNew.forward ran no custom kernel (no load_inline function call and no Triton launch): "
+             "a kernel that is defined but never launched does not count."),
+    KERNELBENCH: ("ModelNew.forward ran none of your kernels (no load_inline function call and no Triton launch): "
+                  "PyTorch ops may stay around your kernels, but at least one of them must run and compute part "
+                  "of the result."),
+}
+_NOT_MADE = {
+    STRICT: ("{what} of ModelNew.forward is not memory that your kernels wrote or returned: the result must "
+             "come from your kernel (a decoy kernel, or an output made elsewhere?)."),
+    KERNELBENCH: ("{what} of ModelNew.forward was not computed from anything your kernels produced: a kernel "
+                  "that writes nothing the result is made from (a decoy on a dummy tensor, or one that returns "
+                  "its input unchanged) does not count, however PyTorch computes the answer."),
+}
+
+
 def verdict(w: Watch, outs) -> str | None:
-    """Why a watched forward does not count as the submission's kernel, or None."""
-    if w.policy == KERNELBENCH:
-        return _kernelbench_verdict(w, outs)
+    """Why a watched forward does not count as the submission's kernel, or None. (PyTorch compute is
+    recorded under the strict policy only.)"""
     if w.compute:
         ops = ", ".join(f"{k} (x{n})" if n > 1 else k for k, n in sorted(w.compute.items(), key=lambda kv: -kv[1])[:8])
         return ("ModelNew.forward called PyTorch compute ops: " + ops + ". The work must be done by your own "
@@ -390,29 +406,10 @@ def verdict(w: Watch, outs) -> str | None:
     items = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     tensors = [t for t in items if isinstance(t, torch.Tensor)]
     if tensors and w.kernel_calls == 0:
-        return ("ModelNew.forward ran no custom kernel (no load_inline function call and no Triton launch): "
-                "a kernel that is defined but never launched does not count.")
+        return _NO_KERNEL[w.policy]
     for k, t in enumerate(tensors):
         if not w.made_by_kernel(t):
-            what = f"output {k}" if len(tensors) > 1 else "the output"
-            return (f"{what} of ModelNew.forward is not memory that your kernels wrote or returned: the result must "
-                    "come from your kernel (a decoy kernel, or an output made elsewhere?).")
-    return None
-
-
-def _kernelbench_verdict(w: Watch, outs) -> str | None:
-    items = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-    tensors = [t for t in items if isinstance(t, torch.Tensor)]
-    if tensors and w.kernel_calls == 0:
-        return ("ModelNew.forward ran none of your kernels (no load_inline function call and no Triton launch): "
-                "PyTorch ops may stay around your kernels, but at least one of them must run and compute part "
-                "of the result.")
-    for k, t in enumerate(tensors):
-        if not w.made_by_kernel(t):
-            what = f"output {k}" if len(tensors) > 1 else "the output"
-            return (f"{what} of ModelNew.forward was not computed from anything your kernels produced: a kernel "
-                    "that writes nothing the result is made from (a decoy on a dummy tensor, or one that returns "
-                    "its input unchanged) does not count, however PyTorch computes the answer.")
+            return _NOT_MADE[w.policy].format(what=f"output {k}" if len(tensors) > 1 else "the output")
     return None
 
 
