@@ -1,0 +1,119 @@
+"""The judge on a real local Ray cluster of several nodes (Ray's own cluster test utility: one head and
+worker nodes, each a raylet of its own on this machine), CPU device, real evaluations."""
+import asyncio
+import json
+import os
+import tempfile
+import time
+import urllib.request
+
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from kernel_env.cluster import connect
+from kernel_env.cluster.router import ClusterJudge
+from kernel_env.judge import JudgeConfig
+from kernel_env.tasks import TaskSet
+
+from conftest import submission
+
+pytestmark = pytest.mark.slow
+
+TASK = "level1/1_Small_ReLU"
+# a dead node is noticed in ~1.5 s instead of Ray's default ~30 s
+FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                      "_system_config": FAST_HEALTH})
+    c.add_node(num_cpus=1)
+    try:
+        assert connect(c.address, "auto") == "cpu"  # no GPU in the cluster: the CPU device
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def _config(cache_dir, **kw):
+    return JudgeConfig(device="cpu", cache_dir=cache_dir, timing_budget_s=0.3, build_slots=1,
+                       precompiled_header=False, work_dir=tempfile.mkdtemp(prefix="kernel_env_test_work_"), **kw)
+
+
+async def _until(cond, timeout_s, what):
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > timeout_s:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        await asyncio.sleep(0.2)
+
+
+def test_evaluations_spread_over_nodes_survive_a_lost_node_and_use_a_new_one(cluster, cache_dir):
+    code = submission("relu_ok.py")
+
+    async def run():
+        judge = ClusterJudge(_config(cache_dir), TaskSet(), refresh_s=0.5)
+        judge.start_ahead()
+        try:
+            await _until(lambda: judge.stats()["nodes_ready"] == 2, 180, "both nodes' judges ready")
+            # a rejected source is answered at the front door: no node sees it
+            v = await judge.evaluate(TASK, "import torch\n")
+            assert v.error_kind == "no_model_new" and "node" not in v.details
+
+            first = await asyncio.gather(*[judge.evaluate(TASK, code) for _ in range(4)])
+            assert all(v.correct for v in first), [v.feedback for v in first]
+            used = {v.details["node"] for v in first}
+            assert len(used) == 2, f"all four on {used}"
+
+            # a node lost while it judges: its evaluations run again on the other, each answered once
+            worker = next(iter(cluster.worker_nodes))  # not the head: the cluster lives on without it
+            victim_id = worker.node_id
+            victim = judge.nodes[victim_id]
+            batch = [asyncio.ensure_future(judge.evaluate(TASK, code)) for _ in range(4)]
+            await _until(lambda: victim.inflight > 0, 60, "an evaluation running on the node to be lost")
+            await asyncio.sleep(1.0)  # inside its evaluation, not before it
+            cluster.remove_node(worker, allow_graceful=False)
+            second = await asyncio.wait_for(asyncio.gather(*batch), 300)
+            assert all(v.correct and v.stage == "timed" for v in second), [v.feedback for v in second]
+            s = judge.stats()
+            assert s["reruns"] >= 1 and s["nodes"][victim_id]["state"] == "lost"
+            survivor = next(n for n in judge.nodes.values() if n.state == "ready")
+            assert {v.details["node"] for v in second} == {survivor.address}
+            assert s["evaluations"] == 1 + 4 + 4  # each submission counted once, the rerun ones too
+            # the survivor's own judge returned each of its verdicts once: none doubled
+            own = await survivor.actor.stats.remote()
+            assert own["evaluations"] == sum(v.details["node"] == survivor.address for v in first + second)
+
+            # a node that joins later is used
+            newcomer = cluster.add_node(num_cpus=1)
+            await _until(lambda: newcomer.node_id in judge.nodes and judge.nodes[newcomer.node_id].state == "ready",
+                         180, "the new node's judge ready")
+            third = await asyncio.gather(*[judge.evaluate(TASK, code) for _ in range(3)])
+            assert all(v.correct for v in third) and judge.nodes[newcomer.node_id].address in {
+                v.details["node"] for v in third}
+        finally:
+            await judge.aclose()
+
+    asyncio.run(run())
+
+
+def test_no_node_for_the_device_is_a_clear_verdict_not_a_hang(cluster, cache_dir):
+    async def run():
+        # a CUDA judge on a cluster without GPUs: no node is eligible
+        judge = ClusterJudge(JudgeConfig(device="cuda", cache_dir=cache_dir), TaskSet(), refresh_s=0.2,
+                             no_node_wait_s=2.0)
+        judge.start_ahead()
+        try:
+            t0 = time.monotonic()
+            v = await judge.evaluate(TASK, submission("relu_ok.py"))
+            assert time.monotonic() - t0 < 10
+            assert v.error_kind == "internal" and not v.correct
+            assert "No judge node" in v.feedback and "no node for the cuda device" in v.feedback
+            assert judge.stats()["no_node"] == 1
+        finally:
+            await judge.aclose()
+
+    asyncio.run(run())
