@@ -3,6 +3,7 @@
     python baseline_eval.py --env_url local --policy openai --base_url http://localhost:8001/v1 \\
         --model Qwen/Qwen2.5-Coder-7B-Instruct --out runs/baseline
     python baseline_eval.py --env_url http://EVAL_BOX:8000 --policy transformers --model ./my-checkpoint
+    python baseline_eval.py --env_url http://BOX_A:8000,http://BOX_B:8000 --policy openai ...
     python baseline_eval.py --env_url local --policy vllm --model ./my-checkpoint --samples 4
     python baseline_eval.py --env_url local --policy replay --solutions DIR --split train
 
@@ -23,7 +24,9 @@ default replay runs only the tasks of the split with a turn-1 file; with `--task
 without a file is submitted empty code (a format failure).
 
 `--env_url local` starts an embedded env server (`python -m kernel_env.server.app` on a free
-loopback port, CPU device unless `--local_env_device`), stopped at exit.
+loopback port, CPU device unless `--local_env_device`), stopped at exit. A comma-separated list of
+URLs names several front doors of one judge cluster: episode j starts at door j mod their number,
+and an episode whose door fails is replayed on the next one.
 
 Infrastructure failures (server down, timeouts, the judge failing internally) are retried with a
 fresh session that replays the episode's earlier submissions, then fail the run: they are never
@@ -40,9 +43,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from kernel_env.agent.local_server import TOKEN_ENV, LocalEnvServer, exit_on_sigterm
-from kernel_env.agent.episodes import run_episode
+from kernel_env.agent.episodes import episodes_per_door, run_episode
 from kernel_env.agent.metrics import counts_correct, format_headline, format_table, per_task, summarize
 from kernel_env.agent.policies import make_policy
+from kernel_env.agent.session import parse_env_urls
 from kernel_env.agent.turns import extract_code, feedback_message
 from kernel_env.tasks import split_task_ids
 
@@ -55,8 +59,11 @@ log = logging.getLogger("baseline_eval")
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="baseline_eval.py", description="Held-out multi-turn evaluation on kernel_env.",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--env_url", default="local", help="kernel_env server URL, or 'local' to start one here")
-    p.add_argument("--env_token", default=None, help=f"server token (default ${TOKEN_ENV})")
+    p.add_argument("--env_url", default="local",
+                   help="kernel_env server URL, several comma-separated (front doors of one judge cluster: "
+                        "episodes are spread over them, a failed door's episodes move to the next), "
+                        "or 'local' to start one here")
+    p.add_argument("--env_token", default=None, help=f"server token, the same for every door (default ${TOKEN_ENV})")
     p.add_argument("--local_env_device", default="cpu", choices=("cpu", "cuda", "auto"),
                    help="device of the embedded server (--env_url local)")
     p.add_argument("--local_env_args", default="", help="extra flags for the embedded server, e.g. '--max-turns 2'")
@@ -95,7 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> dict:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    a = build_parser().parse_args(argv)
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        urls = parse_env_urls(a.env_url)
+    except ValueError as e:
+        parser.error(str(e))
     exit_on_sigterm()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -114,20 +126,24 @@ def main(argv=None) -> dict:
         raise SystemExit("no tasks to evaluate")
 
     server = None
-    url, token = a.env_url, a.env_token or os.environ.get(TOKEN_ENV) or None
-    if url == "local":
+    token = a.env_token or os.environ.get(TOKEN_ENV) or None
+    if urls == ["local"]:
         server = LocalEnvServer(a.local_env_device, a.local_env_args.split(), out / "env_server.log",
                                 a.kernelbench_dir).start()
-        url, token = server.url, server.token
+        urls, token = [server.url], server.token
     jobs = [(t, k) for k in range(a.samples) for t in tasks]
-    log.info("%d episodes (%d tasks x %d samples), policy %s, env %s", len(jobs), len(tasks), a.samples, a.policy, url)
+    log.info("%d episodes (%d tasks x %d samples), policy %s, env %s", len(jobs), len(tasks), a.samples, a.policy,
+             urls[0] if len(urls) == 1 else f"{len(urls)} front doors: {', '.join(urls)}")
     episodes: list[dict] = []
     t0 = time.monotonic()
     try:
         with open(out / "episodes.jsonl", "w") as f, ThreadPoolExecutor(max_workers=max(1, a.concurrency)) as pool:
-            futs = [pool.submit(run_episode, policy, url, t, a.split, token=token, env_timeout_s=a.env_timeout_s,
-                                env_retries=a.env_retries, return_mode=a.return_mode, gamma=a.gamma, sample=k)
-                    for t, k in jobs]
+            # job j starts at door j mod n: every door gets an even share (the doors share one judge,
+            # so which task goes to which door does not matter)
+            futs = [pool.submit(run_episode, policy, urls, t, a.split, token=token, env_timeout_s=a.env_timeout_s,
+                                env_retries=a.env_retries, return_mode=a.return_mode, gamma=a.gamma, sample=k,
+                                first_door=j)
+                    for j, (t, k) in enumerate(jobs)]
             bar = None
             if not a.no_progress:
                 try:
@@ -150,6 +166,8 @@ def main(argv=None) -> dict:
                     last_log = time.monotonic()
             if bar is not None:
                 bar.close()
+        if len(urls) > 1:
+            log.info("episodes per front door (where each ended): %s", episodes_per_door(episodes, urls))
     finally:
         policy.close()
         if server is not None:

@@ -26,6 +26,10 @@ What this adds to the seed:
 - Env calls go through kernel_env.agent.session.EnvSession: connection errors, timeouts, a full server and
   judge-internal verdicts are retried with a fresh session that replays the episode, then the run
   stops with EnvFailure. An infrastructure failure is never scored as a reward of 0.
+- `--env_url URL,URL,...`: several front doors of one judge cluster (one token for all). Episodes
+  are spread over them round-robin (the episodes of one generation call over all ranks take
+  consecutive doors), and an episode whose door fails is replayed on the next door (EnvSession), so a
+  lost door costs replays, not the run.
 - `--env_url local` (the default) starts an embedded env server for the run (a subprocess of
   `python -m kernel_env.server.app` on a free loopback port, `--local_env_device` cpu unless told
   otherwise, `--local_env_args` for its other flags, its log in OUTPUT_DIR/env_server.log), stopped
@@ -48,9 +52,10 @@ from transformers.trainer_utils import get_last_checkpoint
 import trl
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_peft_config
 
+from kernel_env.agent.episodes import episodes_per_door
 from kernel_env.agent.local_server import LocalEnvServer, exit_on_sigterm
 from kernel_env.agent.metrics import FAST_P, episode_return, fast_key, flagged_turns, summarize
-from kernel_env.agent.session import EnvSession
+from kernel_env.agent.session import EnvSession, parse_env_urls
 from kernel_env.agent.turns import extract_code, feedback_message, turn_record
 from kernel_env.tasks import split_task_ids
 
@@ -66,8 +71,11 @@ DUMMY_USER_MESSAGE = "Reply with only the word OK."  # rows of finished episodes
 @dataclass
 class KernelArgs:
     env_url: str = field(default="local", metadata={
-        "help": "kernel_env server (on eval GPUs), or 'local' to start one for this run"})
-    env_token: str = field(default="", metadata={"help": "server token (default $KERNEL_ENV_TOKEN)"})
+        "help": "kernel_env server (on eval GPUs); several comma-separated (front doors of one judge cluster: "
+                "episodes are spread over them, a failed door's episodes move to the next); or 'local' to "
+                "start one for this run"})
+    env_token: str = field(default="", metadata={
+        "help": "server token, the same for every door (default $KERNEL_ENV_TOKEN)"})
     local_env_device: str = field(default="cpu", metadata={
         "help": "device of the local server (--env_url local): cpu, cuda or auto"})
     local_env_args: str = field(default="", metadata={
@@ -152,8 +160,16 @@ def _global_max(trainer, value: int) -> int:
     return int(acc.gather(torch.tensor([value], device=acc.device)).max().item())
 
 
-def make_rollout_func(args: KernelArgs, out_dir: str, env_url: str, env_token):
-    state = {}
+def make_rollout_func(args: KernelArgs, out_dir: str, env_url, env_token):
+    """TRL's rollout_func. `env_url`: one server URL, or a list of front doors of one judge cluster.
+
+    With several doors, the episodes of one call over all ranks take consecutive doors (rank r's
+    rows are the r-th block of the call's world * rows episodes), so every step loads the doors
+    evenly even when one rank has fewer rows than there are doors; the next call continues where
+    this one ended, so a step size that the door count does not divide still evens out over steps.
+    """
+    doors = parse_env_urls(env_url) if isinstance(env_url, str) else list(env_url)
+    state = {"calls": 0}
 
     def rollout_func(prompts: list, trainer) -> dict:
         tok = text_tokenizer(trainer.processing_class)
@@ -168,8 +184,12 @@ def make_rollout_func(args: KernelArgs, out_dir: str, env_url: str, env_token):
             log.info("episode token budget %d (prompt + all turns), %d tokens per turn", state["budget"], max_new)
         budget = state["budget"]
         n = len(prompts)
-        sessions = [EnvSession(env_url, t, split, token=env_token, timeout_s=args.env_timeout_s,
-                               retries=args.env_retries, backoff_s=args.env_retry_backoff_s) for t in prompts]
+        rank = getattr(getattr(trainer, "accelerator", None), "process_index", 0)
+        first = (state["calls"] * world + rank) * n
+        state["calls"] += 1
+        sessions = [EnvSession(doors, t, split, token=env_token, timeout_s=args.env_timeout_s,
+                               retries=args.env_retries, backoff_s=args.env_retry_backoff_s, first_door=first + i)
+                    for i, t in enumerate(prompts)]
         pool = ThreadPoolExecutor(max_workers=max(1, min(n, args.env_concurrency or n)))
         try:
             obs = list(pool.map(lambda s: s.reset(), sessions))
@@ -229,7 +249,7 @@ def make_rollout_func(args: KernelArgs, out_dir: str, env_url: str, env_token):
             states = list(pool.map(lambda s: s.state() if s.codes else None, sessions))
             for ep, s, st, i in zip(eps, sessions, states, range(n)):
                 ep.update(episode_id=s.episode_id, history=st.history if st else [], env_reconnects=s.reconnects,
-                          episode_tokens=len(prompt_ids[i]) + len(comp[i]))
+                          env_url=s.base_url, episode_tokens=len(prompt_ids[i]) + len(comp[i]))
         finally:
             for s in sessions:
                 s.close()
@@ -237,8 +257,10 @@ def make_rollout_func(args: KernelArgs, out_dir: str, env_url: str, env_token):
         returns = [episode_return([t["reward"] for t in ep["turns"]], args.return_mode, args.gamma) for ep in eps]
         for ep, ret in zip(eps, returns):
             ep["return"] = ret
+        if len(doors) > 1:
+            log.info("%s rollout at step %d: %d episodes by front door (where each ended): %s", mode,
+                     trainer.state.global_step, n, episodes_per_door(eps, doors))
         # every episode, per rank, for report.py and for reading what the policy is learning
-        rank = getattr(getattr(trainer, "accelerator", None), "process_index", 0)
         with open(os.path.join(out_dir, f"rollouts-rank{rank}.jsonl"), "a") as f:
             for ep in eps:
                 f.write(json.dumps(ep) + "\n")
@@ -282,10 +304,17 @@ def env_return(prompts, completions, episode_return, **kwargs):
 
 
 def start_env(args: KernelArgs, out_dir: str):
-    """(url, token, server or None). `local`: rank 0 starts a server; its URL goes to every rank."""
+    """([front door URLs], token, server or None). `local`: rank 0 starts a server; its URL goes to
+    every rank. A bad `--env_url` list stops here, before the model loads."""
     token = args.env_token or os.environ.get("KERNEL_ENV_TOKEN") or None
-    if args.env_url != "local":
-        return args.env_url, token, None
+    try:
+        urls = parse_env_urls(args.env_url)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    if urls != ["local"]:
+        if int(os.environ.get("RANK", "0")) == 0:
+            log.info("env: %s", urls[0] if len(urls) == 1 else f"{len(urls)} front doors: {', '.join(urls)}")
+        return urls, token, None
     from accelerate import PartialState
     st = PartialState()
     if st.num_processes > 1 and int(os.environ.get("LOCAL_WORLD_SIZE", st.num_processes)) != st.num_processes:
@@ -298,7 +327,7 @@ def start_env(args: KernelArgs, out_dir: str):
     if st.num_processes > 1:
         from accelerate.utils import broadcast_object_list
         broadcast_object_list(info, from_process=0)
-    return info[0][0], info[0][1], server
+    return [info[0][0]], info[0][1], server
 
 
 def model_init_kwargs(cfg: GRPOConfig, model_args: ModelConfig) -> dict:
@@ -341,7 +370,7 @@ def main(argv=None):
         raise SystemExit("no training tasks (check --levels / --kernelbench_dir / --task_file)")
     os.makedirs(cfg.output_dir, exist_ok=True)
     exit_on_sigterm()
-    env_url, env_token, server = start_env(args, cfg.output_dir)
+    env_urls, env_token, server = start_env(args, cfg.output_dir)
     try:
         trainer = GRPOTrainer(
             model=model_args.model_name_or_path,
@@ -350,7 +379,7 @@ def main(argv=None):
             train_dataset=Dataset.from_dict({"prompt": train_ids}),
             eval_dataset=Dataset.from_dict({"prompt": eval_ids}) if cfg.eval_strategy != "no" and eval_ids else None,
             peft_config=get_peft_config(model_args),
-            rollout_func=make_rollout_func(args, cfg.output_dir, env_url, env_token),
+            rollout_func=make_rollout_func(args, cfg.output_dir, env_urls, env_token),
         )
         # resume after a crash or a Modal retry: newest checkpoint-* in output_dir, if any
         last = None if args.no_resume else (cfg.resume_from_checkpoint or get_last_checkpoint(cfg.output_dir))

@@ -27,9 +27,9 @@ class EnvHarness:
     name = "env"
 
     def __init__(self, device: str, kernelbench_dir: str, work_dir: Path, gpus: str = "", max_turns: int = 4,
-                 server_args: str = "", timeout_s: float = 900.0):
-        self.device, self.kernelbench_dir, self.gpus = device, kernelbench_dir, gpus
-        self.work = Path(work_dir) / "env"
+                 server_args: str = "", timeout_s: float = 900.0, name: str = "env"):
+        self.device, self.kernelbench_dir, self.gpus, self.name = device, kernelbench_dir, gpus, name
+        self.work = Path(work_dir) / name
         self.max_turns, self.server_args, self.timeout_s = max_turns, server_args, timeout_s
         self.log_path = self.work / "server.log"
         self.server: LocalEnvServer | None = None

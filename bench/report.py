@@ -256,7 +256,7 @@ def rows(s: dict) -> list[tuple[str, str]]:
 
 
 def table(summaries: dict[str, dict]) -> str:
-    names = {"env": "env (this project)", "plain": "plain harness"}
+    names = {"env": "env (this project)", "env_ray": "env on Ray (--ray local)", "plain": "plain harness"}
     cols = list(summaries)
     body = {c: dict(rows(summaries[c])) for c in cols}
     labels = list(dict.fromkeys(label for c in cols for label, _ in rows(summaries[c])))
@@ -266,3 +266,20 @@ def table(summaries: dict[str, dict]) -> str:
     out = [line(["metric", *(names.get(c, c) for c in cols)]), line(["-" * w0, *("-" * w for w in ws)])]
     out += [line([label, *(body[c].get(label, "n/a") for c in cols)]) for label in labels]
     return "\n".join(out)
+
+
+def ray_against_local(local: dict, on_ray: dict) -> str:
+    """The Ray-backed server against the local one, same workload: throughput ratio, and whether the
+    same kernels got the same verdicts (the spread phase: the same probe sources on both)."""
+    a, b = local["summary"], on_ray["summary"]
+    ratio = (b["evals_per_gpu_min"] / a["evals_per_gpu_min"]
+             if a.get("evals_per_gpu_min") and b.get("evals_per_gpu_min") is not None else None)
+    runs = lambda res: [(r.get("stage"), r.get("correct")) for sp in [res.get("spread") or {},  # noqa: E731
+                                                                     *res.get("spread_more", [])]
+                        for r in sp.get("evals", [])]
+    va, vb = runs(local), runs(on_ray)
+    same = sum(x == y for x, y in zip(va, vb))
+    load_same = (a.get("load_correct"), a.get("load_evaluations")), (b.get("load_correct"), b.get("load_evaluations"))
+    return (f"on Ray / local: evaluations per GPU-minute {_f(ratio, 3)}x; spread-phase verdicts (stage, correct) "
+            f"the same for {same} of {max(len(va), len(vb))}; load correct/evaluated {load_same[0][0]}/"
+            f"{load_same[0][1]} local, {load_same[1][0]}/{load_same[1][1]} on Ray")

@@ -91,7 +91,7 @@ def run_harness(h, args, pool, cold, probes, load_s, spread_n, gpu_mon, cpu_mon=
         t = time.monotonic()
         # env: every task it will judge (a running server has them all on disk); plain: the tasks whose
         # speedups the table shows (a baseline of 19_ReLU alone costs it ~15 s on a GPU box)
-        tasks = {p.task for p in probes} | {cold.task} | ({s.task for s in pool} if h.name == "env" else set())
+        tasks = {p.task for p in probes} | {cold.task} | ({s.task for s in pool} if isinstance(h, EnvHarness) else set())
         res["prepare"] = h.prepare(sorted(tasks))
         res["prepare_s"] = round(time.monotonic() - t, 2)
         log(f"[{h.name}] prepared the tasks' reference profiles in {res['prepare_s']} s: {res['prepare']}")
@@ -133,6 +133,9 @@ def main(argv=None) -> None:
     ap.add_argument("--cold", help="TASK=FILE for cold/warm latency (default: " + ", ".join(
         f"{d}: {s.label}" for d, s in COLD.items()) + ")")
     ap.add_argument("--only", choices=("env", "plain"), help="run one harness only")
+    ap.add_argument("--ray", action="store_true",
+                    help="also run this project's server on a Ray cluster of this machine (--ray local: the judge "
+                         "in a node actor), the same workload, as a column of its own after the env")
     ap.add_argument("--gpus", default="", help="server --gpus (the plain harness uses the first)")
     ap.add_argument("--server-args", default="", help='more server flags, e.g. "--build-slots 15 --cache-dir /x"')
     ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "kernel_env_bench"),
@@ -147,7 +150,7 @@ def main(argv=None) -> None:
         for f in args.table:
             d = json.loads(Path(f).read_text())
             print(f"{d['meta']['date']}  {d['meta']['device_name']}  {d['meta']['git']}\n{d['meta']['command']}")
-            merged.update({k: d[k]["summary"] for k in ("env", "plain") if k in d})
+            merged.update({k: d[k]["summary"] for k in ("env", "env_ray", "plain") if k in d})
         print(report.table(merged))
         return
     for k, v in DEFAULTS[args.device].items():
@@ -178,6 +181,11 @@ def main(argv=None) -> None:
         if args.only in (None, "env"):
             env = EnvHarness(args.device, tasks_dir, work, gpus=args.gpus, server_args=args.server_args)
             results["env"] = run_harness(env, args, pool, cold, probes, args.load_s, args.spread_n, gpu_mon, cpu_mon)
+            if args.ray:
+                on_ray = EnvHarness(args.device, tasks_dir, work, gpus=args.gpus, name="env_ray",
+                                    server_args=f"{args.server_args} --ray local")
+                results["env_ray"] = run_harness(on_ray, args, pool, cold, probes, args.load_s, args.spread_n,
+                                                 gpu_mon, cpu_mon)
         if args.only in (None, "plain"):
             tasks = TaskSet(tasks_dir)
             plain = PlainHarness(args.device, tasks, work, Path(args.cache_dir), args.plain_perf_trials,
@@ -188,6 +196,8 @@ def main(argv=None) -> None:
         gpu_mon.stop()
         cpu_mon.stop()
     text = report.table({k: v["summary"] for k, v in results.items()})
+    if "env" in results and "env_ray" in results:
+        text += "\n\n" + report.ray_against_local(results["env"], results["env_ray"])
     header = f"{meta['date']}  {meta['device_name']}  ({args.device}, {meta['cpus']} CPUs)  {meta['git']}\n{command}\n"
     print("\n" + header + text, flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,10 +2,8 @@
 worker nodes, each a raylet of its own on this machine), CPU device, real evaluations."""
 import asyncio
 import json
-import os
 import tempfile
 import time
-import urllib.request
 
 import pytest
 import ray
@@ -117,3 +115,60 @@ def test_no_node_for_the_device_is_a_clear_verdict_not_a_hang(cluster, cache_dir
             await judge.aclose()
 
     asyncio.run(run())
+
+
+def _running_candidates() -> list[str]:
+    """Candidate processes anywhere on this machine that hold a submission (the node judges' are
+    children of Ray's workers, not of a server)."""
+    import re
+    from pathlib import Path
+
+    from test_server import _proc_table
+    out = []
+    for _, cmd in _proc_table().values():
+        m = re.search(r"kernel_env\.candidate\.runner (?:run|build) (\S+)", cmd)
+        if m and (Path(m.group(1)) / "submission.py").exists():
+            out.append(cmd)
+    return out
+
+
+def test_front_doors_share_the_node_judges_and_a_client_that_leaves_cancels_its_evaluation(cluster, cache_dir,
+                                                                                           tmp_path):
+    from test_server import TOKEN, Server, ask, client, raw_ws, wait_for
+
+    from kernel_env import KernelAction
+
+    flags = ("--ray", cluster.address, "--cache-dir", str(cache_dir), "--max-turns", "1", "--timing-budget-s", "0.3",
+             "--build-slots", "1", "--no-precompiled-header")
+    doors = [Server(tmp_path / f"door{i}", *flags) for i in range(2)]
+    try:
+        for d in doors:
+            d.wait_ready(180)
+
+        def judges(d):
+            nodes = d.stats()["judge"]["nodes"]
+            return {n["address"]: n["judge"].get("pid") for n in nodes.values() if n["state"] == "ready"}
+
+        assert wait_for(lambda: len(judges(doors[0])) == 2 and len(judges(doors[1])) == 2, 180), \
+            [d.stats()["judge"] for d in doors]
+        # one judge per node, whichever front door placed it
+        assert judges(doors[0]) == judges(doors[1])
+
+        with client(doors[1]) as env:
+            env.reset(task_id=TASK, split="train")
+            obs = env.step(KernelAction(code=submission("relu_ok.py"))).observation
+            assert obs.correct and obs.stage == "timed", obs.feedback
+
+        # a client that leaves mid-evaluation: the node's judge kills the evaluation's processes
+        with raw_ws(doors[0]) as ws:
+            assert ask(ws, {"type": "reset", "data": {"task_id": TASK, "split": "train"}})["type"] == "observation"
+            ws.send(json.dumps({"type": "step", "data": {"code": submission("relu_hang.py")}}))
+            assert wait_for(lambda: any("runner run" in c for c in _running_candidates()), 240, 0.5), \
+                doors[0].stats()["judge"]
+        assert wait_for(lambda: not _running_candidates(), 30), _running_candidates()
+        assert wait_for(lambda: doors[0].stats()["env"]["steps_cancelled"] == 1, 20)
+        assert wait_for(lambda: all(n["judge"].get("running") == 0 for n in doors[0].stats()["judge"]["nodes"].values()
+                                    if n["state"] == "ready"), 20), doors[0].stats()["judge"]
+    finally:
+        for d in doors:
+            d.stop()

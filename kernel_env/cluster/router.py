@@ -62,7 +62,7 @@ class Node:
         return (self.inflight + self.others) / max(1, self.devices)
 
     def view(self) -> dict:
-        keep = ("evaluations", "running", "queue_depth", "build_s_mean", "measure_s_mean", "device_busy_frac",
+        keep = ("pid", "evaluations", "running", "queue_depth", "build_s_mean", "measure_s_mean", "device_busy_frac",
                 "isolation", "idle_runners", "reference_workers")
         return {"address": self.address, "state": self.state, "host": self.info.get("host"),
                 "device_name": self.info.get("device_name"), "gpus": self.info.get("gpus"),
@@ -308,4 +308,7 @@ class ClusterJudge:
             node.state = "ready"
             log.info("judge node %s ready: %s, %s, isolation %s", node.address, node.info.get("host"),
                      node.info.get("device_name"), node.info.get("isolation"))
+            if node.info.get("isolation") == "none" and self.cfg.sandbox != "none":
+                log.warning("judge node %s found no sandbox (bwrap, unshare): its candidates run with process "
+                            "limits only; --sandbox bwrap or unshare makes that node refuse instead", node.address)
             self._changed.set()
