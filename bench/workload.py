@@ -8,6 +8,7 @@ so made unique each costs a full build (~25-40 s on 2 cores): the CPU pool is mo
 from __future__ import annotations
 
 import ast
+import threading
 import runpy
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,11 @@ def parse_sub(spec: str) -> Sub:
     return Sub(task, path, lang)
 
 
+# CPython 3.11's ast.parse is not safe in several threads at once (the load's clients call unique()
+# together): "SystemError: AST constructor recursion depth mismatch" was seen here
+_AST_LOCK = threading.Lock()
+
+
 def unique(code: str, tag: str) -> str:
     """The same submission, but a build of its own: a comment inside every kernel source.
 
@@ -88,12 +94,13 @@ def unique(code: str, tag: str) -> str:
             raise ValueError("load_inline submission without #include: cannot tag its kernel source")
         return code[:i] + f"// {tag}\n" + code[i:]
     lines = code.splitlines(keepends=True)
-    tree = ast.parse(code)
     spots = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
-            first = node.body[0]
-            spots.append((first.lineno - 1, first.col_offset))
+    with _AST_LOCK:
+        tree = ast.parse(code)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+                first = node.body[0]
+                spots.append((first.lineno - 1, first.col_offset))
     if not spots:
         raise ValueError("no load_inline and no @triton.jit function: cannot tag a kernel source")
     for line, col in sorted(spots, reverse=True):

@@ -16,7 +16,7 @@ from kernel_env.tasks import TaskSet
 
 from conftest import submission
 
-pytestmark = pytest.mark.slow
+slow = pytest.mark.slow  # a Ray cluster of real raylets and real evaluations
 
 TASK = "level1/1_Small_ReLU"
 # a dead node is noticed in ~1.5 s instead of Ray's default ~30 s
@@ -49,6 +49,7 @@ async def _until(cond, timeout_s, what):
         await asyncio.sleep(0.2)
 
 
+@slow
 def test_evaluations_spread_over_nodes_survive_a_lost_node_and_use_a_new_one(cluster, cache_dir):
     code = submission("relu_ok.py")
 
@@ -92,12 +93,26 @@ def test_evaluations_spread_over_nodes_survive_a_lost_node_and_use_a_new_one(clu
             third = await asyncio.gather(*[judge.evaluate(TASK, code) for _ in range(3)])
             assert all(v.correct for v in third) and judge.nodes[newcomer.node_id].address in {
                 v.details["node"] for v in third}
+
+            # a judge actor killed while its node lives: the evaluation runs again, the node gets a new actor
+            target = judge.nodes[newcomer.node_id]
+            judge._affinity[TASK] = newcomer.node_id
+            job = asyncio.ensure_future(judge.evaluate(TASK, code))
+            await _until(lambda: target.inflight > 0, 60, "an evaluation on the actor to be killed")
+            await asyncio.sleep(1.0)
+            ray.kill(target.actor, no_restart=True)
+            v = await asyncio.wait_for(job, 300)
+            assert v.correct, v.feedback
+            assert judge.stats()["reruns"] == s["reruns"] + 1 and judge.stats()["evaluations"] == 1 + 4 + 4 + 3 + 1
+            await _until(lambda: newcomer.node_id in judge.nodes and judge.nodes[newcomer.node_id].state == "ready"
+                         and judge.nodes[newcomer.node_id] is not target, 180, "a new judge on the node")
         finally:
             await judge.aclose()
 
     asyncio.run(run())
 
 
+@slow
 def test_no_node_for_the_device_is_a_clear_verdict_not_a_hang(cluster, cache_dir):
     async def run():
         # a CUDA judge on a cluster without GPUs: no node is eligible
@@ -117,6 +132,26 @@ def test_no_node_for_the_device_is_a_clear_verdict_not_a_hang(cluster, cache_dir
     asyncio.run(run())
 
 
+def test_routing_prefers_the_least_queued_node_then_the_task_s_last_node():
+    from kernel_env.cluster.router import Node
+
+    judge = ClusterJudge(JudgeConfig(device="cpu"), TaskSet())  # no cluster needed to route
+    a, b = Node("a", "a:1", state="ready"), Node("b", "b:1", state="ready", devices=2)
+    judge.nodes = {"a": a, "b": b}
+    assert judge._pick(TASK).node_id == "a"  # tie on load: the one with fewer verdicts, then the first
+    judge._affinity[TASK] = "b"
+    a.inflight, b.inflight = 0, 2  # b: 2 queued on 2 GPUs = 1 per GPU, within one of a's 0
+    assert judge._pick(TASK).node_id == "b"
+    b.inflight = 3  # 1.5 per GPU: too far ahead, the least queued wins
+    assert judge._pick(TASK).node_id == "a"
+    b.others, b.inflight = 4, 0  # other front doors' evaluations count too
+    assert judge._pick("level1/6_Small_Tanh").node_id == "a"
+    a.state = "lost"
+    assert judge._pick(TASK).node_id == "b"
+    b.state = "starting"
+    assert judge._pick(TASK) is None
+
+
 def _running_candidates() -> list[str]:
     """Candidate processes anywhere on this machine that hold a submission (the node judges' are
     children of Ray's workers, not of a server)."""
@@ -132,6 +167,7 @@ def _running_candidates() -> list[str]:
     return out
 
 
+@slow
 def test_front_doors_share_the_node_judges_and_a_client_that_leaves_cancels_its_evaluation(cluster, cache_dir,
                                                                                            tmp_path):
     from test_server import TOKEN, Server, ask, client, raw_ws, wait_for
@@ -147,7 +183,7 @@ def test_front_doors_share_the_node_judges_and_a_client_that_leaves_cancels_its_
 
         def judges(d):
             nodes = d.stats()["judge"]["nodes"]
-            return {n["address"]: n["judge"].get("pid") for n in nodes.values() if n["state"] == "ready"}
+            return {n["address"]: n["pid"] for n in nodes.values() if n["state"] == "ready"}
 
         assert wait_for(lambda: len(judges(doors[0])) == 2 and len(judges(doors[1])) == 2, 180), \
             [d.stats()["judge"] for d in doors]

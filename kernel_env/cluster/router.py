@@ -62,10 +62,10 @@ class Node:
         return (self.inflight + self.others) / max(1, self.devices)
 
     def view(self) -> dict:
-        keep = ("pid", "evaluations", "running", "queue_depth", "build_s_mean", "measure_s_mean", "device_busy_frac",
+        keep = ("evaluations", "running", "queue_depth", "build_s_mean", "measure_s_mean", "device_busy_frac",
                 "isolation", "idle_runners", "reference_workers")
         return {"address": self.address, "state": self.state, "host": self.info.get("host"),
-                "device_name": self.info.get("device_name"), "gpus": self.info.get("gpus"),
+                "pid": self.info.get("pid"), "device_name": self.info.get("device_name"), "gpus": self.info.get("gpus"),
                 "inflight": self.inflight, "other_front_doors": self.others, "evaluations": self.evaluations,
                 "reruns_from_here": self.reruns, "error": self.error or None,
                 "judge": {k: self.judge.get(k) for k in keep if k in self.judge}}
