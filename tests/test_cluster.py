@@ -208,3 +208,19 @@ def test_front_doors_share_the_node_judges_and_a_client_that_leaves_cancels_its_
     finally:
         for d in doors:
             d.stop()
+
+
+def test_an_unreachable_head_is_one_line_not_minutes_of_retries():
+    import socket
+
+    from kernel_env.cluster import _check_reachable
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(SystemExit, match=f"--ray 127.0.0.1:{port}: cannot reach the Ray head"):
+        _check_reachable(f"127.0.0.1:{port}")
+    assert time.monotonic() - t0 < 5
+    _check_reachable("auto")  # resolved by Ray itself
+    _check_reachable("ray://head:10001")

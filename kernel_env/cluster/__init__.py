@@ -24,6 +24,7 @@ def connect(address: str, device: str = "auto") -> str:
     except ImportError:
         raise SystemExit("--ray needs Ray: pip install -e '.[cluster]'") from None
     if not ray.is_initialized():
+        _check_reachable(address)
         kw = {"include_dashboard": False} if address == "local" else {}
         try:
             ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, **kw)
@@ -32,6 +33,19 @@ def connect(address: str, device: str = "auto") -> str:
     if device == "auto":
         return "cuda" if ray.cluster_resources().get("GPU", 0) > 0 else "cpu"
     return device
+
+
+def _check_reachable(address: str, timeout_s: float = 10.0) -> None:
+    """A head's HOST:PORT that answers no TCP connection stops the server with one line: ray.init
+    itself would retry it for minutes, logging warnings."""
+    import socket
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return  # auto, local, ray://...: Ray resolves those itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout_s).close()
+    except OSError as e:
+        raise SystemExit(f"--ray {address}: cannot reach the Ray head there ({e})") from None
 
 
 def __getattr__(name):  # ClusterJudge without importing Ray at package import
