@@ -54,6 +54,12 @@ def check_name(name: str) -> str:
     return name
 
 
+def choose(named: str | None, spec: str | None, level: int) -> str:
+    """The policy an evaluation is judged under: the one named for it, else the configured choice
+    (`spec`) for the task's level. ValueError for an unknown name."""
+    return check_name(named) if named is not None else for_level(spec, level)
+
+
 # the rule as the prompt states it
 RULES = {
     STRICT: ("the work happens in your kernel, so calling PyTorch compute functions (torch.matmul, F.relu, "

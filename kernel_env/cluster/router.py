@@ -29,8 +29,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..compute_policy import check_name as check_policy
-from ..compute_policy import for_level as policy_for_level
+from ..compute_policy import choose as choose_policy
 from ..judge.config import JudgeConfig
 from ..judge.intake import screen
 from ..judge.verdict import ErrorKind, Stage, Verdict
@@ -105,9 +104,7 @@ class ClusterJudge:
 
     # ---------------------------------------------------------------- the judge's API
     def policy_for(self, task_id: str, policy: str | None = None) -> str:
-        if policy is not None:
-            return check_policy(policy)
-        return policy_for_level(self.cfg.policy, self.tasks.get(task_id).level)
+        return choose_policy(policy, self.cfg.policy, self.tasks.get(task_id).level)
 
     def start_ahead(self) -> None:
         """Find the nodes and start their actors (in the server's event loop)."""

@@ -33,8 +33,7 @@ import time
 from pathlib import Path
 
 from .. import protocol as P
-from ..compute_policy import check_name as check_policy
-from ..compute_policy import for_level as policy_for_level
+from ..compute_policy import choose as choose_policy
 from ..tasks import Task, TaskSet
 from . import bytecode_cache, prebuild
 from . import feedback as fb
@@ -100,9 +99,7 @@ class Judge:
     def policy_for(self, task_id: str, policy: str | None = None) -> str:
         """The compute rule an evaluation of this task is judged under: the one named, else the
         config's choice for the task's level (compute_policy.py). ValueError for an unknown name."""
-        if policy is not None:
-            return check_policy(policy)
-        return policy_for_level(self.cfg.policy, self.tasks.get(task_id).level)
+        return choose_policy(policy, self.cfg.policy, self.tasks.get(task_id).level)
 
     async def evaluate(self, task_id: str, code, policy: str | None = None) -> Verdict:
         """The verdict on one submission, under `policy` (None: the config's choice for the task's

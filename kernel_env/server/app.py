@@ -505,10 +505,11 @@ def app_from_args(args: argparse.Namespace) -> tuple[Gate, dict]:
     app = build_app(Shared(tasks, settings), make_judge, max_sessions=args.max_sessions, token=token,
                     max_message_bytes=max_message_bytes, stats_interval_s=args.stats_interval_s,
                     loopback_only=token is None and not args.insecure)
+    where = f" on Ray ({args.ray})" if args.ray else f" gpus {list(gpus)}" if device == "cuda" else ""
     log.info("kernel_env: %d tasks (%d train, %d eval) from %s; device %s%s; max %d sessions, %d turns; policy "
              "%s; auth %s", len(tasks.tasks), len(tasks.ids("train")), len(tasks.ids("eval")), tasks.root, device,
-             f" on Ray ({args.ray})" if args.ray else f" gpus {list(gpus)}" if device == "cuda" else "", args.max_sessions, args.max_turns,
-             judge_cfg.policy, "on" if token else "OFF (loopback clients only)" if not args.insecure else "OFF")
+             where, args.max_sessions, args.max_turns, judge_cfg.policy,
+             "on" if token else "OFF (loopback clients only)" if not args.insecure else "OFF")
     return app, {"host": args.host, "port": args.port, "log_level": args.log_level,
                  "ws_max_size": 4 * max_message_bytes, "timeout_graceful_shutdown": 30}
 
