@@ -152,9 +152,9 @@ def test_routing_prefers_the_least_queued_node_then_the_task_s_last_node():
     assert judge._pick(TASK) is None
 
 
-def _running_candidates() -> list[str]:
-    """Candidate processes anywhere on this machine that hold a submission (the node judges' are
-    children of Ray's workers, not of a server)."""
+def _running_candidates(marker: str) -> list[str]:
+    """Candidate processes anywhere on this machine that hold a submission with `marker` in it (the
+    node judges' are children of Ray's workers, not of a server; other judges may run here too)."""
     import re
     from pathlib import Path
 
@@ -162,8 +162,11 @@ def _running_candidates() -> list[str]:
     out = []
     for _, cmd in _proc_table().values():
         m = re.search(r"kernel_env\.candidate\.runner (?:run|build) (\S+)", cmd)
-        if m and (Path(m.group(1)) / "submission.py").exists():
-            out.append(cmd)
+        try:
+            if m and marker in (Path(m.group(1)) / "submission.py").read_text():
+                out.append(cmd)
+        except OSError:  # not there (yet, or any more)
+            continue
     return out
 
 
@@ -196,12 +199,13 @@ def test_front_doors_share_the_node_judges_and_a_client_that_leaves_cancels_its_
             assert obs.correct and obs.stage == "timed", obs.feedback
 
         # a client that leaves mid-evaluation: the node's judge kills the evaluation's processes
+        marker = f"# this test's hanging submission {time.time_ns()}"
         with raw_ws(doors[0]) as ws:
             assert ask(ws, {"type": "reset", "data": {"task_id": TASK, "split": "train"}})["type"] == "observation"
-            ws.send(json.dumps({"type": "step", "data": {"code": submission("relu_hang.py")}}))
-            assert wait_for(lambda: any("runner run" in c for c in _running_candidates()), 240, 0.5), \
+            ws.send(json.dumps({"type": "step", "data": {"code": submission("relu_hang.py") + marker + "\n"}}))
+            assert wait_for(lambda: any("runner run" in c for c in _running_candidates(marker)), 240, 0.5), \
                 doors[0].stats()["judge"]
-        assert wait_for(lambda: not _running_candidates(), 30), _running_candidates()
+        assert wait_for(lambda: not _running_candidates(marker), 30), _running_candidates(marker)
         assert wait_for(lambda: doors[0].stats()["env"]["steps_cancelled"] == 1, 20)
         assert wait_for(lambda: all(n["judge"].get("running") == 0 for n in doors[0].stats()["judge"]["nodes"].values()
                                     if n["state"] == "ready"), 20), doors[0].stats()["judge"]

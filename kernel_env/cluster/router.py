@@ -40,6 +40,7 @@ from .node_judge import NodeJudge, tasks_digest
 log = logging.getLogger("kernel_env.cluster")
 
 AFFINITY_SLACK = 1.0   # queued evaluations per device a task's last node may be ahead of the least queued
+REFUSED_RETRY_S = 60.0  # a node whose judge would not start is tried again after this (its GPUs may be free now)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Node:
     evaluations: int = 0               # verdicts it returned to this front door
     reruns: int = 0                    # evaluations lost with it and run again elsewhere
     error: str = ""
+    refused_at: float = 0.0
     judge: dict = field(default_factory=dict)  # its judge's stats at the last poll
 
     def load(self) -> float:
@@ -237,7 +239,8 @@ class ClusterJudge:
             log.error("judge node %s lost: %s", node.address, str(e)[:300])
         node.state, node.error = "lost", f"{type(e).__name__}: {str(e)[:200]}"
         # a node Ray still lists as alive gets a new actor at the next poll
-        self.nodes.pop(node.node_id, None)
+        if self.nodes.get(node.node_id) is node:  # not the actor that replaced it meanwhile
+            del self.nodes[node.node_id]
         self._lost[node.node_id] = node
 
     # ---------------------------------------------------------------- nodes
@@ -256,23 +259,24 @@ class ClusterJudge:
 
     async def _refresh(self) -> None:
         alive = {n["NodeID"]: n for n in await asyncio.to_thread(self._ray.nodes) if self._eligible(n)}
+        now = time.monotonic()
+        for node_id, node in list(self.nodes.items()):
+            if node_id not in alive:
+                self._lose(node, RuntimeError("Ray lists the node as dead"))
+            elif node.state == "refused" and now - node.refused_at > REFUSED_RETRY_S:
+                del self.nodes[node_id]  # placed again below
         for node_id, n in alive.items():
             if node_id not in self.nodes:
                 self._place(node_id, n)
-        for node_id, node in list(self.nodes.items()):
-            if node_id not in alive and node.state != "refused":
-                self._lose(node, RuntimeError("Ray lists the node as dead"))
-        polls = [(n, n.actor.stats.remote()) for n in self.nodes.values() if n.state == "ready"]
-        for node, ref in polls:
-            try:
-                s = await asyncio.wait_for(ref, self.refresh_s * 5)
-            except asyncio.TimeoutError:
-                continue
-            except self._lost_errors as e:
-                self._lose(node, e)
-                continue
-            node.judge = s
-            node.others = max(0, int(s.get("running", 0)) - node.inflight)
+        ready = [n for n in self.nodes.values() if n.state == "ready"]
+        answers = await asyncio.gather(*[asyncio.wait_for(n.actor.stats.remote(), self.refresh_s * 5) for n in ready],
+                                       return_exceptions=True)
+        for node, s in zip(ready, answers):
+            if isinstance(s, self._lost_errors):
+                self._lose(node, s)
+            elif isinstance(s, dict):
+                node.judge = s
+                node.others = max(0, int(s.get("running", 0)) - node.inflight)
 
     def _place(self, node_id: str, n: dict) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -294,11 +298,13 @@ class ClusterJudge:
             node.info = await asyncio.wait_for(node.actor.ready.remote(), self.actor_start_timeout_s)
         except asyncio.TimeoutError:
             node.state, node.error = "refused", f"its judge did not start in {self.actor_start_timeout_s:.0f} s"
+            node.refused_at = time.monotonic()
             log.error("judge node %s: %s", node.address, node.error)
             return
         except Exception as e:  # the actor's constructor failed (different tasks, no GPUs): say why
             cause = getattr(e, "cause", None) or e
             node.state, node.error = "refused", f"{type(cause).__name__}: {str(cause)[:300]}"
+            node.refused_at = time.monotonic()
             log.error("judge node %s refused: %s", node.address, node.error)
             return
         if self.nodes.get(node.node_id) is node:
