@@ -132,7 +132,7 @@ def main(argv=None) -> None:
                         f"{d}: {' '.join(s.label for s in subs)}" for d, subs in PROBES.items()) + ")")
     ap.add_argument("--cold", help="TASK=FILE for cold/warm latency (default: " + ", ".join(
         f"{d}: {s.label}" for d, s in COLD.items()) + ")")
-    ap.add_argument("--only", choices=("env", "plain"), help="run one harness only")
+    ap.add_argument("--only", choices=("env", "plain", "ray"), help="run one harness only (ray: the env on Ray)")
     ap.add_argument("--ray", action="store_true",
                     help="also run this project's server on a Ray cluster of this machine (--ray local: the judge "
                          "in a node actor), the same workload, as a column of its own after the env")
@@ -150,8 +150,10 @@ def main(argv=None) -> None:
         for f in args.table:
             d = json.loads(Path(f).read_text())
             print(f"{d['meta']['date']}  {d['meta']['device_name']}  {d['meta']['git']}\n{d['meta']['command']}")
-            merged.update({k: d[k]["summary"] for k in ("env", "env_ray", "plain") if k in d})
-        print(report.table(merged))
+            merged.update({k: d[k] for k in ("env", "env_ray", "plain") if k in d})
+        print(report.table({k: v["summary"] for k, v in merged.items()}))
+        if "env" in merged and "env_ray" in merged:
+            print("\n" + report.ray_against_local(merged["env"], merged["env_ray"]))
         return
     for k, v in DEFAULTS[args.device].items():
         if getattr(args, k) is None:
@@ -181,11 +183,11 @@ def main(argv=None) -> None:
         if args.only in (None, "env"):
             env = EnvHarness(args.device, tasks_dir, work, gpus=args.gpus, server_args=args.server_args)
             results["env"] = run_harness(env, args, pool, cold, probes, args.load_s, args.spread_n, gpu_mon, cpu_mon)
-            if args.ray:
-                on_ray = EnvHarness(args.device, tasks_dir, work, gpus=args.gpus, name="env_ray",
-                                    server_args=f"{args.server_args} --ray local")
-                results["env_ray"] = run_harness(on_ray, args, pool, cold, probes, args.load_s, args.spread_n,
-                                                 gpu_mon, cpu_mon)
+        if args.only == "ray" or (args.ray and args.only in (None, "env")):
+            on_ray = EnvHarness(args.device, tasks_dir, work, gpus=args.gpus, name="env_ray",
+                                server_args=f"{args.server_args} --ray local")
+            results["env_ray"] = run_harness(on_ray, args, pool, cold, probes, args.load_s, args.spread_n,
+                                             gpu_mon, cpu_mon)
         if args.only in (None, "plain"):
             tasks = TaskSet(tasks_dir)
             plain = PlainHarness(args.device, tasks, work, Path(args.cache_dir), args.plain_perf_trials,
@@ -198,6 +200,8 @@ def main(argv=None) -> None:
     text = report.table({k: v["summary"] for k, v in results.items()})
     if "env" in results and "env_ray" in results:
         text += "\n\n" + report.ray_against_local(results["env"], results["env_ray"])
+    elif "env_ray" in results:
+        text += "\n\nthe local column: bench/run_all.py --table <this file> <an --only env run's file>"
     header = f"{meta['date']}  {meta['device_name']}  ({args.device}, {meta['cpus']} CPUs)  {meta['git']}\n{command}\n"
     print("\n" + header + text, flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
