@@ -210,6 +210,10 @@ class ClusterJudge:
                 self._ray.cancel(ref)  # the node's judge kills the evaluation's processes
                 raise
             except self._lost_errors as e:
+                try:  # an actor only unreachable for now may still be judging it: its answer would not count
+                    self._ray.cancel(ref)
+                except Exception:
+                    pass
                 self._lose(node, e)
                 attempts += 1
                 node.reruns += 1
