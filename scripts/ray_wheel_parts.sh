@@ -3,7 +3,7 @@
 #
 #   bash scripts/ray_wheel_parts.sh      # here, on a machine with a package index
 #
-# writes (folders that .git/info/exclude must ignore: /.ray1/ and /.ray2/)
+# writes (folders .gitignore keeps out of git: /.ray1/ and /.ray2/)
 #   .ray1/ray.whl.part-aa                              the first 40 MB of Ray's cp312 wheel
 #   .ray2/ray.whl.part-ab  .ray2/ray.whl.sha256        the rest, and the whole wheel's hash
 #   .ray2/*.whl                                        Ray's dependencies the box lacks (~4 MB)
