@@ -46,7 +46,7 @@ from kernel_env.agent.local_server import TOKEN_ENV, LocalEnvServer, exit_on_sig
 from kernel_env.agent.episodes import episodes_per_door, run_episode
 from kernel_env.agent.metrics import counts_correct, format_headline, format_table, per_task, summarize
 from kernel_env.agent.policies import make_policy
-from kernel_env.agent.session import parse_env_urls
+from kernel_env.agent.session import describe_doors, parse_env_urls
 from kernel_env.agent.turns import extract_code, feedback_message
 from kernel_env.tasks import split_task_ids
 
@@ -133,7 +133,7 @@ def main(argv=None) -> dict:
         urls, token = [server.url], server.token
     jobs = [(t, k) for k in range(a.samples) for t in tasks]
     log.info("%d episodes (%d tasks x %d samples), policy %s, env %s", len(jobs), len(tasks), a.samples, a.policy,
-             urls[0] if len(urls) == 1 else f"{len(urls)} front doors: {', '.join(urls)}")
+             describe_doors(urls))
     episodes: list[dict] = []
     t0 = time.monotonic()
     try:

@@ -55,7 +55,7 @@ from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_peft_config
 from kernel_env.agent.episodes import episodes_per_door
 from kernel_env.agent.local_server import LocalEnvServer, exit_on_sigterm
 from kernel_env.agent.metrics import FAST_P, episode_return, fast_key, flagged_turns, summarize
-from kernel_env.agent.session import EnvSession, parse_env_urls
+from kernel_env.agent.session import EnvSession, describe_doors, parse_env_urls
 from kernel_env.agent.turns import extract_code, feedback_message, turn_record
 from kernel_env.tasks import split_task_ids
 
@@ -313,7 +313,7 @@ def start_env(args: KernelArgs, out_dir: str):
         raise SystemExit(str(e)) from None
     if urls != ["local"]:
         if int(os.environ.get("RANK", "0")) == 0:
-            log.info("env: %s", urls[0] if len(urls) == 1 else f"{len(urls)} front doors: {', '.join(urls)}")
+            log.info("env: %s", describe_doors(urls))
         return urls, token, None
     from accelerate import PartialState
     st = PartialState()

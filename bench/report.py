@@ -279,7 +279,7 @@ def ray_against_local(local: dict, on_ray: dict) -> str:
                         for r in sp.get("evals", [])]
     va, vb = runs(local), runs(on_ray)
     same = sum(x == y for x, y in zip(va, vb))
-    load_same = (a.get("load_correct"), a.get("load_evaluations")), (b.get("load_correct"), b.get("load_evaluations"))
+    load = lambda x: f"{x.get('load_correct')}/{x.get('load_evaluations')}"  # noqa: E731
     return (f"on Ray / local: evaluations per GPU-minute {_f(ratio, 3)}x; spread-phase verdicts (stage, correct) "
-            f"the same for {same} of {max(len(va), len(vb))}; load correct/evaluated {load_same[0][0]}/"
-            f"{load_same[0][1]} local, {load_same[1][0]}/{load_same[1][1]} on Ray")
+            f"the same for {same} of {max(len(va), len(vb))}; load correct/evaluated {load(a)} local, "
+            f"{load(b)} on Ray")

@@ -173,7 +173,7 @@ def _running_candidates(marker: str) -> list[str]:
 @slow
 def test_front_doors_share_the_node_judges_and_a_client_that_leaves_cancels_its_evaluation(cluster, cache_dir,
                                                                                            tmp_path):
-    from test_server import TOKEN, Server, ask, client, raw_ws, wait_for
+    from test_server import Server, ask, client, raw_ws, wait_for
 
     from kernel_env import KernelAction
 

@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,18 +23,12 @@ sys.path.insert(0, str(ROOT))
 
 import baseline_eval  # noqa: E402
 from kernel_env.agent.session import EnvFailure, EnvSession, parse_env_urls  # noqa: E402
+from test_server import TOKEN, Server, _free_port  # noqa: E402
 
 slow = pytest.mark.slow
-TOKEN = "doors-" + secrets.token_hex(12)
 TASK = "level1/1_Small_ReLU"  # one task: a door profiles each task on its first reset (~10 s on a CPU)
 NO_MODEL_NEW = "import torch\nx = 1\n"  # the format stage answers it in milliseconds
 MAX_TURNS = 2
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- parsing --------------------------------------------------------------------------------------
@@ -90,58 +79,18 @@ def test_every_door_down_fails_loudly_and_backs_off_only_on_a_tried_door():
 
 # -- two real front doors -------------------------------------------------------------------------
 
-class Door:
-    """A `kernel_env.server.app` process on a free loopback port; doors share the test session's
-    judge cache (as the doors of one cluster share their judge's)."""
-
-    def __init__(self, root: Path):
-        root.mkdir(parents=True, exist_ok=True)
-        self.root, self.port = root, _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, KERNEL_ENV_TOKEN=TOKEN, PYTHONPATH=str(ROOT))
-        self.log = open(root / "server.log", "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernel_env.server.app", "--port", str(self.port), "--device", "cpu",
-             "--max-turns", str(MAX_TURNS), "--stats-interval-s", "0"],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-
-    def _get(self, path: str):
-        req = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {TOKEN}"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read())
-
-    def wait_ready(self, timeout_s: float = 120.0) -> "Door":
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            assert self.proc.poll() is None, "server exited:\n" + (self.root / "server.log").read_text()[-3000:]
-            try:
-                self._get("/health")
-                return self
-            except OSError:
-                time.sleep(0.3)
-        raise AssertionError("server did not come up:\n" + (self.root / "server.log").read_text()[-3000:])
-
-    def counts(self) -> tuple[int, int]:
-        """(episodes reset, steps judged) on this door so far."""
-        env = self._get("/stats")["env"]
-        return env["episodes"], env["steps"]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(45)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self.log.close()
+def counts(door: Server) -> tuple[int, int]:
+    """(episodes reset, steps judged) on this door so far."""
+    env = door.stats()["env"]
+    return env["episodes"], env["steps"]
 
 
 @pytest.fixture(scope="module")
 def doors(tmp_path_factory):
     root = tmp_path_factory.mktemp("front_doors")
-    pair = [Door(root / "a"), Door(root / "b")]  # both start at once
+    # both start at once, sharing the test session's judge cache as the doors of one cluster would
+    pair = [Server(root / name, "--max-turns", str(MAX_TURNS), cache=Path(os.environ["KERNEL_ENV_CACHE"]))
+            for name in ("a", "b")]
     try:
         for d in pair:
             d.wait_ready()
@@ -173,14 +122,14 @@ def _cli(doors_arg: str, out: Path, samples: int) -> list[dict]:
 @slow
 def test_cli_spreads_episodes_over_both_doors(doors, tmp_path):
     a, b = doors
-    before = [d.counts() for d in doors]
+    before = [counts(d) for d in doors]
     eps = _cli(f"{a.url},{b.url}", tmp_path / "run", samples=6)
     assert len(eps) == 6
     assert all(len(e["turns"]) == 1 and e["turns"][0]["error_kind"] == "empty_code" for e in eps)
     assert sorted(e["env_url"] for e in eps) == sorted([a.url, b.url] * 3)
     assert all(e["env_reconnects"] == 0 for e in eps)
     # each door judged its half, as its own counters say
-    after = [d.counts() for d in doors]
+    after = [counts(d) for d in doors]
     assert [(x[0] - y[0], x[1] - y[1]) for x, y in zip(after, before)] == [(3, 3)] * 2
 
 
@@ -208,7 +157,7 @@ def test_rollout_spreads_over_doors_and_rotates_across_calls(doors, tmp_path):
 def test_a_door_lost_mid_episode_or_before_the_run_costs_replays_not_episodes(doors, tmp_path):
     a, b = doors
     n = 6
-    a_before = a.counts()
+    a_before = counts(a)
     turn1_done = threading.Barrier(n + 1, timeout=60)
     go = threading.Event()
     results: list = [None] * n
@@ -252,7 +201,7 @@ def test_a_door_lost_mid_episode_or_before_the_run_costs_replays_not_episodes(do
         assert r["state"].episode_id == r["minted"] and [h["turn"] for h in r["state"].history] == [1, 2]
         assert r["last"].done and r["last"].observation.metadata["turn"] == MAX_TURNS
     # door a: its own three episodes and the three replayed ones, two turns each (turn 1 judged again)
-    a_after = a.counts()
+    a_after = counts(a)
     assert (a_after[0] - a_before[0], a_after[1] - a_before[1]) == (n, 2 * n)
 
     # the door stays down: a new run over both doors loses nothing, and the other door takes it all

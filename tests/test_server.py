@@ -133,9 +133,12 @@ def wait_for(pred, timeout: float, every: float = 0.2):
 
 
 class Server:
-    def __init__(self, root: Path, *args: str, token: str | None = TOKEN):
+    """A server process on a free loopback port. Its judge cache is its own folder unless `cache`
+    names one to share (the front doors of one judge cluster share theirs)."""
+
+    def __init__(self, root: Path, *args: str, token: str | None = TOKEN, cache: Path | None = None):
         self.root, self.port = root, _free_port()
-        self.tmp, self.cache = root / "tmp", root / "cache"
+        self.tmp, self.cache = root / "tmp", cache or root / "cache"
         self.tmp.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k != "KERNEL_ENV_TOKEN"}
         env.update(TMPDIR=str(self.tmp), KERNEL_ENV_CACHE=str(self.cache), PYTHONPATH=str(REPO))

@@ -62,7 +62,6 @@ def run_episode(policy: Policy, env_url: Union[str, Sequence[str]], task_id: str
     return ep
 
 
-
 def episodes_per_door(episodes: list[dict], doors: Sequence[str]) -> str:
     """`URL n, URL n, ...` by each episode record's `env_url`, doors in their given order: shows how
     evenly a run spread, and a door that failed (its episodes ended on the next one)."""

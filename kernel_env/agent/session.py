@@ -56,6 +56,11 @@ def parse_env_urls(text: str) -> list[str]:
     return entries
 
 
+def describe_doors(urls: Sequence[str]) -> str:
+    """For a log line: the one URL, or how many front doors and which."""
+    return urls[0] if len(urls) == 1 else f"{len(urls)} front doors: {', '.join(urls)}"
+
+
 def _transient(e: BaseException) -> bool:
     try:
         from websockets.exceptions import ConnectionClosed

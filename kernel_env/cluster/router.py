@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from ..compute_policy import choose as choose_policy
@@ -231,9 +232,7 @@ class ClusterJudge:
     def _why_no_node(self) -> str:
         if not self.nodes:
             return f"the Ray cluster has no node for the {self.cfg.device} device"
-        states = {}
-        for n in self.nodes.values():
-            states[n.state] = states.get(n.state, 0) + 1
+        states = Counter(n.state for n in self.nodes.values())
         detail = "; ".join(f"{n.address}: {n.error}" for n in self.nodes.values() if n.error)[:500]
         return f"no judge node is ready after {self.no_node_wait_s:.0f} s ({json.dumps(states)})" + (
             f": {detail}" if detail else "")
