@@ -38,7 +38,13 @@ What this adds to the seed:
   baseline_eval's episodes.jsonl), suspicious.jsonl (flagged turns with their code, written by
   rank 0 from all ranks' episodes), checkpoints; `python report.py OUTPUT_DIR` renders them.
 - Resume: the newest OUTPUT_DIR/checkpoint-* (or `--resume_from_checkpoint PATH`) unless `--no_resume`.
-Needs trl >= 1.15 (the `_generate_single_turn(ids, None, {}, 1)` signature).
+- kernel/* metrics are logged through TRL's public `log_metric` (from the reward function), so every
+  `--report_to` tracker gets them; `--report_to trackio` logs locally, to $TRACKIO_DIR (a Hub Space
+  only with `--trackio_space_id`); `--report_to tensorboard,trackio` for both.
+- Chat-template options: `--chat_template_kwargs '{"enable_thinking": true}'` (GRPOConfig) or the seed's
+  `--enable_thinking`, which sets the same key; the rollout renders prompts and feedback with them.
+- TRL's private API is used in one place, kernel_env/agent/trl_compat.py, which checks the TRL version.
+  TRL's own tool loop (`environment_factory`) drives the env too: examples/trl_tool_loop.py.
 """
 import json
 import logging
@@ -47,23 +53,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from datasets import Dataset
-from packaging.version import Version
 from transformers.trainer_utils import get_last_checkpoint
-import trl
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_peft_config
 
 from kernel_env.agent.episodes import episodes_per_door
 from kernel_env.agent.local_server import LocalEnvServer, exit_on_sigterm
-from kernel_env.agent.metrics import FAST_P, episode_return, fast_key, flagged_turns, summarize
+from kernel_env.agent.metrics import episode_return, flagged_turns
 from kernel_env.agent.session import EnvSession, describe_doors, parse_env_urls
+from kernel_env.agent.trl_compat import check_trl_version, generate_single_turn
+from kernel_env.agent.trl_environment import kernel_metrics
 from kernel_env.agent.turns import extract_code, feedback_message, turn_record
 from kernel_env.tasks import split_task_ids
 
 log = logging.getLogger("grpo_kernel")
 
-if Version(trl.__version__) < Version("1.15"):
-    raise ImportError(f"grpo_kernel.py needs trl >= 1.15 (found {trl.__version__}): on older versions "
-                      "_generate_single_turn(ids, None, {}, 1) means something else")
+check_trl_version()
 
 DUMMY_USER_MESSAGE = "Reply with only the word OK."  # rows of finished episodes, kept in lockstep
 
@@ -84,7 +88,8 @@ class KernelArgs:
     kernelbench_dir: str = field(default=os.environ.get("KERNELBENCH_DIR", ""), metadata={
         "help": "local copy, for task ids (default: the small tasks shipped with kernel_env)"})
     return_mode: str = field(default="discounted", metadata={"help": "discounted | best"})
-    enable_thinking: bool = field(default=False, metadata={"help": "Qwen3-style in the chat template (baseline: off)"})
+    enable_thinking: bool = field(default=False, metadata={
+        "help": "Qwen3-style in the chat template (baseline: off); sets chat_template_kwargs' enable_thinking"})
     gamma: float = field(default=0.9, metadata={"help": "discount over turns (return_mode=discounted)"})
     env_timeout_s: float = field(default=900.0, metadata={"help": "per env message; covers GPU-pool queueing"})
     env_retries: int = field(default=3, metadata={"help": "fresh-session retries of a failed env call, then fail"})
@@ -111,28 +116,42 @@ def _defang(tok, text: str) -> str:
     return text
 
 
-def feedback_ids(tok, text: str, enable_thinking: bool = False) -> list:
+def feedback_ids(tok, text: str, enable_thinking: bool = False, template_kwargs: dict | None = None) -> list:
     """Tokens after an assistant turn's EOS: the feedback user turn + next assistant header.
 
     Cut after the assistant turn's EOS (second-to-last EOS; a default system prompt may add one in
     front) rather than diffing two renders: templates such as Qwen3.5's re-render earlier assistant
     turns differently (they drop the empty think block), so the conversation is not prefix-stable.
     The rollout stitches the model's own tokens, so only this suffix matters. The text is defanged
-    first so that no special token inside it can move the cut.
+    first so that no special token inside it can move the cut. `template_kwargs` (GRPOConfig's
+    chat_template_kwargs) go to the chat template and override `enable_thinking`.
     """
     msgs = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"},
             {"role": "user", "content": _defang(tok, text)}]
-    full = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False,
-                                   enable_thinking=enable_thinking)  # templates without the switch ignore it
+    # templates without the switch ignore it
+    kw = {"enable_thinking": enable_thinking, **(template_kwargs or {})}
+    full = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False, **kw)
     eos = [i for i, t in enumerate(full) if t == tok.eos_token_id]
     if len(eos) < 2:
         raise ValueError("chat template: expected the assistant turn to end with the tokenizer's EOS token")
     return full[eos[-2] + 1:]
 
 
-def chat_prompt_ids(tok, text: str, enable_thinking: bool) -> list:
+def chat_prompt_ids(tok, text: str, enable_thinking: bool = False, template_kwargs: dict | None = None) -> list:
+    kw = {"enable_thinking": enable_thinking, **(template_kwargs or {})}
     return list(tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                        tokenize=True, return_dict=False, enable_thinking=enable_thinking))
+                                        tokenize=True, return_dict=False, **kw))
+
+
+def chat_template_kwargs(args: KernelArgs, cfg) -> dict:
+    """The chat template's options: GRPOConfig's chat_template_kwargs, with `--enable_thinking` mapped onto
+    its `enable_thinking` key. enable_thinking is always passed (False unless asked for), because
+    Qwen3-style templates think by default and the baseline is off. A conflict is an error."""
+    kw = dict(getattr(cfg, "chat_template_kwargs", None) or {})
+    if args.enable_thinking and kw.get("enable_thinking") is False:
+        raise SystemExit("--enable_thinking contradicts --chat_template_kwargs' enable_thinking=false: give one")
+    kw["enable_thinking"] = bool(args.enable_thinking or kw.get("enable_thinking", False))
+    return kw
 
 
 def episode_budget(args: KernelArgs, trainer) -> int:
@@ -180,7 +199,8 @@ def make_rollout_func(args: KernelArgs, out_dir: str, env_url, env_token):
         max_new = trainer.args.max_completion_length
         if "budget" not in state:
             state["budget"] = episode_budget(args, trainer)
-            state["dummy"] = chat_prompt_ids(tok, DUMMY_USER_MESSAGE, args.enable_thinking)
+            state["template"] = chat_template_kwargs(args, trainer.args)
+            state["dummy"] = chat_prompt_ids(tok, DUMMY_USER_MESSAGE, template_kwargs=state["template"])
             log.info("episode token budget %d (prompt + all turns), %d tokens per turn", state["budget"], max_new)
         budget = state["budget"]
         n = len(prompts)
@@ -193,7 +213,7 @@ def make_rollout_func(args: KernelArgs, out_dir: str, env_url, env_token):
         pool = ThreadPoolExecutor(max_workers=max(1, min(n, args.env_concurrency or n)))
         try:
             obs = list(pool.map(lambda s: s.reset(), sessions))
-            prompt_ids = [chat_prompt_ids(tok, o.problem, args.enable_thinking) for o in obs]
+            prompt_ids = [chat_prompt_ids(tok, o.problem, template_kwargs=state["template"]) for o in obs]
             comp, mask, lps = [[] for _ in range(n)], [[] for _ in range(n)], [[] for _ in range(n)]
             eps = [{"task_id": t, "split": split, "mode": mode, "step": trainer.state.global_step,
                     "turns": [], "codes": [], "completions": [], "ended": "done",
@@ -213,7 +233,7 @@ def make_rollout_func(args: KernelArgs, out_dir: str, env_url, env_token):
                 rows = list(range(n)) if world > 1 else list(live)
                 alive = set(live)
                 inputs = [prompt_ids[i] + comp[i] if i in alive else state["dummy"] for i in rows]
-                new_ids, new_lps = trainer._generate_single_turn(inputs, None, {}, 1)
+                new_ids, new_lps = generate_single_turn(trainer, inputs)
                 have_lp &= new_lps is not None  # HF generate gives none; vLLM does
                 picked = [(j, i) for j, i in enumerate(rows) if i in alive]
                 ids_live = [list(new_ids[j]) for j, _ in picked]
@@ -236,7 +256,7 @@ def make_rollout_func(args: KernelArgs, out_dir: str, env_url, env_token):
                         continue
                     # close a truncated turn ourselves so the template stays well-formed
                     extra = ([] if not truncated else [tok.eos_token_id]) + feedback_ids(
-                        tok, feedback_message(r.observation, truncated), args.enable_thinking)
+                        tok, feedback_message(r.observation, truncated), template_kwargs=state["template"])
                     if len(prompt_ids[i]) + len(comp[i]) + len(extra) + max_new > budget:
                         eps[i]["ended"] = "budget"  # the next whole answer would not fit: stop here
                         continue
@@ -264,43 +284,58 @@ def make_rollout_func(args: KernelArgs, out_dir: str, env_url, env_token):
         with open(os.path.join(out_dir, f"rollouts-rank{rank}.jsonl"), "a") as f:
             for ep in eps:
                 f.write(json.dumps(ep) + "\n")
-        log_episodes(trainer, mode, eps, os.path.join(out_dir, "suspicious.jsonl"))
+        metrics = log_episodes(trainer, mode, eps, os.path.join(out_dir, "suspicious.jsonl"))
+        # kernel_metrics (not a list) reaches the reward function for every row; env_return logs it
         return {"prompt_ids": prompt_ids, "completion_ids": comp, "logprobs": lps if have_lp else None,
-                "env_mask": mask, "episode_return": returns}
+                "env_mask": mask, "episode_return": returns, "kernel_metrics": metrics}
     return rollout_func
 
 
-def log_episodes(trainer, mode: str, eps: list, suspicious_path: str):
-    """kernel/* metrics over all ranks' episodes; flagged turns (with code) to suspicious.jsonl."""
+def log_episodes(trainer, mode: str, eps: list, suspicious_path: str) -> dict:
+    """kernel/* metrics over all ranks' episodes (returned; every rank gets the same numbers); flagged
+    turns (with code) to suspicious.jsonl."""
     if _world(trainer) > 1:
         from accelerate.utils import gather_object
         eps = gather_object(eps)
-    s = summarize(eps)
-    passes = tuple(k for k in s if k.startswith("pass@"))  # pass@1, and pass@k with several samples a task
-    for k in ("compile_pct", "correct_pct", "correct_turn1_pct", "faster_than_ref_pct", "mean_speedup",
-              "median_roofline_frac", "suspicious", "mean_turns", *map(fast_key, FAST_P), "geomean_speedup",
-              "mean_kernel_share", *passes):
-        if s[k] is not None:
-            trainer._metrics[mode][f"kernel/{k}"].append(float(s[k]))
-    if eps:
-        trainer._metrics[mode]["kernel/turns"].append(s["mean_turns"])  # the seed's name
-        trainer._metrics[mode]["kernel/budget_ended_pct"].append(
-            100.0 * sum(ep["ended"] != "done" for ep in eps) / len(eps))
-        trainer._metrics[mode]["kernel/episode_tokens"].append(
-            sum(ep.get("episode_tokens", 0) for ep in eps) / len(eps))
+    metrics = kernel_metrics(eps)
     # the env flags speedups over its threshold (possible reward hack) and times under the roofline
     # floor: keep the code for manual review
     if not trainer.accelerator.is_main_process:
-        return
+        return metrics
     for ep in eps:
         for h in flagged_turns(ep):
             log.warning("suspicious %sx speedup on %s turn %d", h.get("speedup"), ep["task_id"], h["turn"])
             with open(suspicious_path, "a") as f:
                 f.write(json.dumps({**h, "step": trainer.state.global_step, "mode": mode}) + "\n")
+    return metrics
 
 
-def env_return(prompts, completions, episode_return, **kwargs):
+def env_return(prompts, completions, episode_return, kernel_metrics=None, log_metric=None, **kwargs):
+    """The reward: the rollout's episode returns. Also logs the rollout's kernel/* metrics through
+    TRL's public `log_metric` (averaged per logging step; `eval_` prefixed in eval), so they reach
+    the trainer's log history and every --report_to tracker."""
+    if log_metric is not None and kernel_metrics:
+        for name, value in kernel_metrics[0].items():  # the same dict on every row
+            log_metric(name, value)
     return episode_return
+
+
+def setup_tracking(cfg: GRPOConfig) -> None:
+    """Local-first experiment tracking. trackio logs to a SQLite file per project in $TRACKIO_DIR
+    (default ~/.cache/huggingface/trackio; TRL imports trackio with itself, so the variable must be set
+    before the script starts), in project `kernel-rl` unless `--project` names one; no Space unless
+    --trackio_space_id (or TRACKIO_SPACE_ID) asks for one, so it needs no network or Hub login.
+    tensorboard: event files in OUTPUT_DIR/runs/DATE_HOST (or $TENSORBOARD_LOGGING_DIR). Both:
+    `--report_to tensorboard,trackio`."""
+    trackers = cfg.report_to if isinstance(cfg.report_to, list) else [cfg.report_to]
+    # several trackers from one CLI value: TRL's parser takes one string
+    cfg.report_to = trackers = [t.strip() for entry in trackers for t in (entry or "").split(",") if t.strip()]
+    if "trackio" in trackers or "all" in trackers:
+        import trackio.utils
+        if cfg.project == "huggingface":  # transformers' placeholder default
+            cfg.project = "kernel-rl"
+        where = f"Space {cfg.trackio_space_id}" if cfg.trackio_space_id else "local only; view: trackio show"
+        log.info("trackio: project %s in %s (%s)", cfg.project, trackio.utils.TRACKIO_DIR, where)
 
 
 def start_env(args: KernelArgs, out_dir: str):
@@ -355,6 +390,7 @@ def main(argv=None):
     if args.return_mode not in ("discounted", "best"):
         raise SystemExit("--return_mode: discounted or best")
     cfg.model_init_kwargs = model_init_kwargs(cfg, model_args)
+    cfg.chat_template_kwargs = chat_template_kwargs(args, cfg)  # TRL's own template calls see it too
     train_ids = split_task_ids("train", args.levels, args.kernelbench_dir)
     eval_ids = split_task_ids("eval", args.levels, args.kernelbench_dir)
     if args.task_file:
@@ -369,6 +405,7 @@ def main(argv=None):
     if not train_ids:
         raise SystemExit("no training tasks (check --levels / --kernelbench_dir / --task_file)")
     os.makedirs(cfg.output_dir, exist_ok=True)
+    setup_tracking(cfg)
     exit_on_sigterm()
     env_urls, env_token, server = start_env(args, cfg.output_dir)
     try:

@@ -44,7 +44,9 @@ print("BUILD_S", time.time() - t)
 """
 
 
-def build_once(path: Path, mode: str, pch: str | None, tag: str) -> dict:
+def build_once(path: Path, mode: str, pch: str | None, tag: str, inspect_ext=None) -> dict:
+    """One cold build of `path` in a fresh process; `inspect_ext(ext_dir)`, when given, reads the build
+    folder before it is removed (its answer is the row's "landed")."""
     with tempfile.TemporaryDirectory(prefix="bench-build-") as d:
         src = Path(d) / path.name
         src.write_text(unique(submission(path), tag))
@@ -66,8 +68,11 @@ def build_once(path: Path, mode: str, pch: str | None, tag: str) -> dict:
                 f = line.split("\t")
                 if len(f) >= 4:
                     steps[f[3]] = (int(f[1]) - int(f[0])) / 1e3
-        return {"file": path.name, "mode": mode, "ok": p.returncode == 0, "build_s": build_s, "wall_s": wall,
-                "light_fallback": fell_back, "steps": steps, "error": None if p.returncode == 0 else p.stderr[-800:]}
+        row = {"file": path.name, "mode": mode, "ok": p.returncode == 0, "build_s": build_s, "wall_s": wall,
+               "light_fallback": fell_back, "steps": steps, "error": None if p.returncode == 0 else p.stderr[-800:]}
+        if inspect_ext is not None and mode != "plain":
+            row["landed"] = inspect_ext(Path(d) / "ext")
+        return row
 
 
 def main() -> int:

@@ -148,8 +148,16 @@ def summarize(res: dict, gpu_mon=None, gpus=None, cpu_mon=None) -> dict:
         tm = [r.get("timings") or {} for r in ev if r.get("correct")]
         ph = [r.get("run_phases") or {} for r in ev if r.get("correct")]
         if any(tm):
-            out["slot_p50_s"] = {k: pct([t.get(k) for t in tm], 50) for k in ("prepare_s", "run_s", "reference_s")}
-            out["slot_p50_s"].update({k: pct([p.get(k) for p in ph], 50) for k in ("import_s", "trials_s", "timing_s")})
+            # the judge's clock from the slot's start to its release (service.py timings; run_stage.drive's clock)
+            out["slot_p50_s"] = {k: pct([t.get(k) for t in tm], 50) for k in
+                                 ("prepare_s", "run_s", "reference_s", "outputs_s", "timed_s", "done_s", "close_s", "slot_s")}
+            out["slot_p50_s"].update({k: pct([p.get(k) for p in ph], 50) for k in
+                                      ("import_s", "trials_s", "timing_s", "warmup_s", "profile_s")})
+            # the reference worker's share of its requests (check: before the timing; compare: after it)
+            for req, keys in (("check", ("inputs_s", "forward_s", "compare_s", "free_s")),
+                              ("compare", ("inputs_s", "forward_s", "compare_s", "give_back_s"))):
+                out["slot_p50_s"].update({f"{req}_{k}": pct([((r.get("ref_phases") or {}).get(req) or {}).get(k)
+                                                             for r in ev if r.get("correct")], 50) for k in keys})
             # the reference worker's check of the trials, between them and the timing
             out["slot_p50_s"]["check_s"] = pct([((r.get("ref_phases") or {}).get("check") or {}).get("s")
                                                 for r in ev if r.get("correct")], 50)
@@ -237,6 +245,15 @@ def rows(s: dict) -> list[tuple[str, str]]:
                                                           for k in ("prepare_s", "run_s", "reference_s"))),
         ("  run: import / trials / check of the trials / timing s p50",
          " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("import_s", "trials_s", "check_s", "timing_s"))),
+        ("  judge's clock: go-outputs / check / time-timed / timed-done / end of process / compare / slot s p50",
+         " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in
+                    ("outputs_s", "check_s", "timed_s", "done_s", "close_s", "reference_s", "slot_s"))),
+        ("  timing's warm-up / kernel share s p50",
+         " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("warmup_s", "profile_s"))),
+        ("  check: inputs / forward / compare / free; compare: inputs / forward / compare / give back s p50",
+         " / ".join(_f((s.get("slot_p50_s") or {}).get(f"check_{k}")) for k in ("inputs_s", "forward_s", "compare_s", "free_s"))
+         + "; " + " / ".join(_f((s.get("slot_p50_s") or {}).get(f"compare_{k}"))
+                             for k in ("inputs_s", "forward_s", "compare_s", "give_back_s"))),
         ("run process CPU s per evaluation (all run processes)", _f(s.get("run_cpu_per_eval_s"))),
         ("  p50 start / warm / plan / trials / timing (total)",
          " / ".join(_f((s.get("run_cpu_p50_s") or {}).get(k)) for k in ("start", "warm", "plan", "trials", "timing"))

@@ -434,6 +434,7 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     while n_warm < max(warmup, 1) or (_perf_counter() - t_warm < warmup_s and n_warm < max_calls):
         one(fn)  # until the clocks have ramped and caches, allocator and JIT are warm
         n_warm += 1
+    warm_s = _perf_counter() - t_warm
     if order is not None:  # from here on, long enough for this call's launch (and what it cost in the warm-up)
         q = sorted(h["host"])
         h["us"] = max(h["us"], min(HOLD_MAX_US, 2e6 * q[(9 * len(q)) // 10] + HOLD_MIN_US))
@@ -485,7 +486,7 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     held = ({"hold_us": round(h["us"], 1), "late": h["late"] - late_warm, "held_s": h["held"] / 1e6}
             if order is not None else {"hold_us": None, "held_s": 0.0})
     return {"median_ms": _median(measured[k]), "times_ms": measured[k], "overhead_ms": overhead, "spreads": spreads,
-            "timing": method, "unordered_why": unavailable, **held}
+            "timing": method, "unordered_why": unavailable, "warmup_calls": n_warm, "warmup_s": warm_s, **held}
 
 
 def spread_of(times: list) -> float:

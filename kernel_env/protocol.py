@@ -10,10 +10,13 @@ Candidate processes (kernel_env/candidate/runner.py), in the order of an evaluat
     build process   <- {"cmd": BUILD, "env": {...}}          -> BUILT | ERROR (phase "build")
     run process     -> IMPORTED   <- {"cmd": WARM}            -> WARMED
                     <- the plan (seeds, task, timing rule)    -> READY
-                    <- {"cmd": GO, "slots", "token", "timing"} -> OUTPUTS (the trials' outputs)
-                    <- {"cmd": TIME}                          -> TIMED, then DONE | ERROR
+                    <- {"cmd": GO, "slots", "token", "timing"} -> STEP "construct", STEP "trial" (i = 0,
+                                                                 1, ...), OUTPUTS (the trials' outputs)
+                    <- {"cmd": TIME}                          -> TIMED, STEP "profile", DONE | ERROR
 
-Every event after GO carries the token GO brought. ERROR has a `phase` and a `kind` (BUILD_ERROR,
+STEP ({"event": STEP, "step": ..., "i": ...}) says the runner starts that step: the judge gives each
+step a deadline of its own on its own clock (judge/deadlines.py), in this fixed order; GO starts the
+import and TIME the timing. Every event after GO carries the token GO brought. ERROR has a `phase` and a `kind` (BUILD_ERROR,
 NO_MODEL_NEW, REJECTED, RUNTIME_ERROR). The judge's own reading of a process adds EOF (it ended),
 TIMEOUT (no line in time) and GARBAGE (a line that is not a JSON object).
 
@@ -36,7 +39,13 @@ WARMED = "warmed"
 READY = "ready"
 OUTPUTS = "outputs"
 TIMED = "timed"
+STEP = "step"
 DONE = "done"
+
+# the steps a run process announces (STEP's "step"), in their order
+CONSTRUCT = "construct"
+TRIAL = "trial"
+PROFILE_STEP = "profile"
 ERROR = "error"
 
 # kinds of ERROR

@@ -196,6 +196,24 @@ torch::Tensor factory(int64_t which, torch::Tensor like) {
         default: return torch::empty({0}, like.options()).reshape({0, 1});
     }
 }
+
+// what models' kernels use: ATen's dispatch switch (scalar_t torch's type, at::Half's arithmetic),
+// accessors, opmath_type, device_of, sizes() compared
+double row_sums(torch::Tensor x) {
+    TORCH_CHECK(x.sizes() == x.contiguous().sizes() && x.sizes() != torch::IntArrayRef({1}));
+    TORCH_CHECK(torch::device_of(x).has_value());
+    double total = 0;
+    AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "row_sums", ([&] {
+        auto a = x.accessor<scalar_t, 2>();
+        auto p = x.packed_accessor32<scalar_t, 2>();
+        for (int64_t i = 0; i < a.size(0); ++i) {
+            at::opmath_type<scalar_t> acc = 0;
+            for (int64_t j = 0; j < a.size(1); ++j) acc += a[i][j] * scalar_t(2) - p[i][j];
+            total += static_cast<double>(acc);
+        }
+    }));
+    return total;
+}
 '''
 
 SHIM_MAIN = r'''
@@ -206,10 +224,11 @@ torch::Tensor shuffle(torch::Tensor x);
 std::vector<int64_t> describe(torch::Tensor x);
 torch::Tensor factory(int64_t which, torch::Tensor like);
 double first(torch::Tensor x);
+double row_sums(torch::Tensor x);
 #include "cuda_prelude_shim_bridge.inc"
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("relu_copy", &relu_copy); m.def("shuffle", &shuffle); m.def("describe", &describe);
-    m.def("factory", &factory); m.def("first", &first);
+    m.def("factory", &factory); m.def("first", &first); m.def("row_sums", &row_sums);
 }
 '''
 
@@ -269,6 +288,13 @@ def test_shim_prelude_tensors_cross_to_torch_unchanged(tmp_path, binding, reques
         m.first(torch.zeros(2, dtype=torch.float64))
     with pytest.raises(RuntimeError, match="empty tensor of Half"):
         m.first(torch.zeros(0, dtype=torch.float16))
+    y = torch.arange(6.0).reshape(2, 3)
+    for dtype in (torch.float32, torch.float64, torch.float16):
+        assert m.row_sums(y.to(dtype)) == 15.0
+    with pytest.raises(NotImplementedError, match="\"row_sums\" not implemented for 'Int'"):  # torch's error and text
+        m.row_sums(y.int())
+    with pytest.raises(RuntimeError, match="TensorAccessor expected 2 dims but tensor has 1"):
+        m.row_sums(torch.zeros(3))
 
 
 DUMP_CUDA = r'''
@@ -325,8 +351,12 @@ def test_a_kernel_the_shim_cannot_build_is_built_with_the_core_prelude(tmp_path,
     assert (tmp_path / fast_build.SHIM_FAILED).exists()
     tried.clear()
     assert fast_build._fast(dict(a)) == "module" and tried == ["core"]
-    assert "// (light prelude) #include <ATen/cuda/CUDAContext.h>" in "\n".join(
-        light_cuda_source(["#include <ATen/cuda/CUDAContext.h>"], "shim"))
+    shim = "\n".join(light_cuda_source(["#include <ATen/cuda/CUDAContext.h>\n#include <c10/cuda/CUDAException.h>\n"
+                                        "#include <ATen/Dispatch.h>\n#include <ATen/OpMathType.h>\n"
+                                        "#include <ATen/cuda/CUDAEvent.h>"], "shim"))
+    for header in ("ATen/cuda/CUDAContext.h", "c10/cuda/CUDAException.h", "ATen/Dispatch.h", "ATen/OpMathType.h"):
+        assert f"// (light prelude) #include <{header}>" in shim  # declared by the shim itself
+    assert "\n#include <ATen/cuda/CUDAEvent.h>" in shim  # not declared: it stays, and the shim build fails
 
 
 def test_main_cpp_of_declarations_goes_through_the_light_binding_header(tmp_path, monkeypatch):

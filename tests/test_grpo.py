@@ -7,9 +7,12 @@ The tiny random model writes garbage, so its turns fail at the judge's format st
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +28,10 @@ from kernel_env.agent import local_server, session  # noqa: E402
 pytestmark = pytest.mark.slow
 TRAIN = ["level1/1_Small_ReLU", "level1/6_Small_Tanh"]
 MAX_TURNS = 2
+# trackio keeps one SQLite file per project in $TRACKIO_DIR, read when trl first imports it: a temp
+# folder unless something imported it earlier, and a project of this session's own either way
+os.environ.setdefault("TRACKIO_DIR", tempfile.mkdtemp(prefix="trackio-test-"))
+TRACKIO_PROJECT = f"kernel-rl-test-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +134,7 @@ def test_rollout_masks_env_tokens_and_keeps_ranks_in_lockstep(server, tok, tmp_p
                                                                                    - len(out["prompt_ids"][i])]
                for i in range(2))
 
-    assert set(out) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "episode_return"}
+    assert set(out) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "episode_return", "kernel_metrics"}
     assert out["logprobs"] is None and out["episode_return"] == [0.0, 0.0]
     for i, task in enumerate(TRAIN):
         assert f"Task {task}" in tok.decode(out["prompt_ids"][i])
@@ -151,8 +158,13 @@ def test_rollout_masks_env_tokens_and_keeps_ranks_in_lockstep(server, tok, tmp_p
     assert [t["error_kind"] for t in eps[0]["turns"]] == ["no_model_new"] * 2
     assert [t["truncated"] for t in eps[1]["turns"]] == [True, True]
     assert eps[0]["codes"][0] == "import torch\nx = 1\n" and len(eps[0]["history"]) == 2
-    assert trainer._metrics["train"]["kernel/compile_pct"] == [0.0]
-    assert trainer._metrics["train"]["kernel/turns"] == [2.0]
+    # the metrics reach TRL through the reward function's public log_metric, not trainer internals
+    assert out["kernel_metrics"]["kernel/compile_pct"] == 0.0 and out["kernel_metrics"]["kernel/turns"] == 2.0
+    assert not trainer._metrics
+    logged = []
+    assert grpo_kernel.env_return(TRAIN, ["", ""], out["episode_return"], kernel_metrics=[out["kernel_metrics"]] * 2,
+                                  log_metric=lambda k, v: logged.append((k, v))) == out["episode_return"]
+    assert ("kernel/compile_pct", 0.0) in logged and len(logged) == len(out["kernel_metrics"])
 
 
 def test_rollout_token_budget(server, tok, tmp_path):
@@ -227,8 +239,11 @@ def run_dir(server, tiny_model, tmp_path_factory):
         return wrapped
     grpo_kernel.make_rollout_func = spy
     try:
+        # both trackers, local only: trackio to its TRACKIO_DIR (no Space, no login) in a project of this
+        # run's own, tensorboard to OUTPUT_DIR/runs; the later --report_to overrides _train_args' "none"
         grpo_kernel.main(_train_args(tiny_model, out, "--max_steps", "2", "--env_url", server.url,
-                                     "--env_token", server.token))
+                                     "--env_token", server.token, "--report_to", "tensorboard,trackio",
+                                     "--project", TRACKIO_PROJECT))
     finally:
         grpo_kernel.make_rollout_func = real
     return out, seen
@@ -263,6 +278,30 @@ def test_trainer_two_steps_with_eval(run_dir, tok):
     assert all(len(e["turns"]) == MAX_TURNS and e["turns"][0]["stage"] == "format" for e in eps)
     held_out = set(baseline_eval.split_task_ids("eval", [1]))
     assert all((e["task_id"] in held_out) == (e["mode"] == "eval") for e in eps)
+
+
+def test_trackers_get_the_kernel_metrics(run_dir):
+    """The kernel/* metrics (logged through TRL's log_metric) read back from both trackers' own files."""
+    out, _ = run_dir
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    (events,) = {p.parent for p in out.glob("runs/*/events.out.tfevents.*")}
+    acc = EventAccumulator(str(events))
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    assert {"train/kernel/compile_pct", "train/kernel/turns", "eval/kernel/compile_pct"} <= set(tags), tags
+    assert [(e.step, e.value) for e in acc.Scalars("train/kernel/turns")] == [(1, MAX_TURNS), (2, MAX_TURNS)]
+
+    from trackio.sqlite_storage import SQLiteStorage
+    db = SQLiteStorage.get_project_db_path(TRACKIO_PROJECT)
+    try:
+        (run,) = SQLiteStorage.get_runs(TRACKIO_PROJECT)
+        logs = SQLiteStorage.get_logs(TRACKIO_PROJECT, run)
+        turns = [(r["train/global_step"], r["train/kernel/turns"]) for r in logs if "train/kernel/turns" in r]
+        assert turns == [(1, MAX_TURNS), (2, MAX_TURNS)]
+        assert any("eval/kernel/compile_pct" in r for r in logs)
+    finally:
+        for f in db.parent.glob(TRACKIO_PROJECT + ".*"):
+            f.unlink()
 
 
 def test_resume_with_an_embedded_server_then_report(run_dir, tiny_model, tmp_path):

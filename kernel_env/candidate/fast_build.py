@@ -39,7 +39,9 @@ SHIM_FAILED = "kernel_env_shim_failed"         # marker: this source needs more 
 _HEAVY_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(extension|types|all|torch)\.h[>"]', re.M)
 # and for the shim prelude, also the headers of what it declares itself (its definitions would clash)
 _SHIM_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](torch/(extension|types|all|torch)\.h|ATen/ATen\.h'
-                           r'|ATen/cuda/CUDAContext\.h|c10/cuda/CUDAGuard\.h|c10/cuda/CUDAStream\.h)[>"]', re.M)
+                           r'|ATen/cuda/CUDAContext\.h|c10/cuda/CUDAGuard\.h|c10/cuda/CUDAStream\.h'
+                           r'|c10/cuda/CUDAException\.h|ATen/cuda/Exceptions\.h|ATen/Dispatch\.h|ATen/OpMathType\.h'
+                           r'|ATen/core/TensorAccessor\.h)[>"]', re.M)
 SHIM_BRIDGE = "cuda_prelude_shim_bridge.inc"
 BINDING_HEADER = "kernel_env_torch_binding.h"  # include/torch_binding_light.h, precompiled beside PCH_HEADER
 BINDING_FAILED = "kernel_env_binding_failed"   # marker: this main.cpp needs torch/extension.h
@@ -289,7 +291,8 @@ def _build(a: dict, build_dir: Path, pch_dir: str, prelude: str | None, light_bi
 def light_cuda_source(cuda_sources: list[str], prelude: str) -> list[str]:
     """The .cu of the light path: the prelude first (in place of load_inline's torch/types.h), and the
     submission's own includes of torch's umbrella headers commented out (line numbers kept); under
-    the shim, also those of what the shim declares itself (CUDAContext.h, CUDAGuard.h, CUDAStream.h)."""
+    the shim, also those of what the shim declares itself (CUDAContext.h, CUDAGuard.h, CUDAStream.h,
+    CUDAException.h, Dispatch.h, ...)."""
     if prelude not in ("core", "aten", "shim"):
         raise ValueError(f"unknown prelude {prelude!r}")
     pattern = _SHIM_INCLUDE if prelude == "shim" else _HEAVY_INCLUDE

@@ -4,6 +4,11 @@ A build process (no GPU: its device files hidden; a CPU build slot; a lower prio
 submission, so that load_inline compiles into the process's own folder; the judge then publishes
 what it built into the source's build folder in the cache (`publish_build`), where run processes
 load it. A source this judge has built before (with the same precompiled header) skips the stage.
+
+Only the judge writes the cache: candidate processes see it read-only (sandbox.wrap). At publish it
+records each module's SHA-256 beside the folder (`.published/`, not inside: the folder was made by a
+candidate); a process loads a module only while its file still has that hash (`intact` here, and the
+runner's own check before the submission is imported: candidate/runner.py).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from pathlib import Path
 
 from .. import protocol as P
 from ..candidate.fast_build import BUILT_MANIFEST
+from . import deadlines
 from . import feedback as fb
 from .config import JudgeConfig
 from .devices import queued
@@ -57,6 +63,8 @@ class Builds:
         """Build `source` into `ext_dir` unless it was built here before. Timings and details go into
         `v`; returns `v` as the verdict when the build failed, else None."""
         key = self._key(source, pch_dir)
+        if key in self._built and not intact(ext_dir):  # changed since it was published: built again
+            self._built.pop(key)
         if key in self._built:
             self._built.move_to_end(key)
             v.timings["build_wait_s"] = v.timings["build_s"] = 0.0
@@ -75,8 +83,13 @@ class Builds:
                 if not await builder.send(json.dumps({"cmd": P.BUILD, "env": build_env})):
                     raise JudgeInternalError("the build process ended before it got the submission: "
                                              + builder.output()[-1500:])
-                msg = await builder.next_message(self.cfg.build_timeout_s)
+                # import_timeout_s outside its compilers (Python spinning at import), build_timeout_s in all
+                dl = deadlines.Deadline(builder, self.cfg,
+                                        untrusted_roots=deadlines.untrusted_roots(self.cfg, self.pools.work_root))
+                deadlines.import_step(dl, self.cfg)
+                msg = await dl.next_message()
                 if msg.get("event") == P.TIMEOUT:  # its compilers go before the build slot does
+                    msg = {**msg, "why": dl.describe(), "deadline": dl.details()}
                     await builder.close()
                 v.timings["build_s"] = round(time.monotonic() - t_b, 3)
             self.stats["builds"] += 1
@@ -104,7 +117,8 @@ class Builds:
         limit = self.cfg.feedback_max_chars
         if ev == P.TIMEOUT:
             v.error_kind = ErrorKind.BUILD_TIMEOUT.value
-            v.feedback = f"Build timed out after {self.cfg.build_timeout_s:.0f} s (compiling or importing the submission)."
+            v.feedback = fb.clip(f"Build timed out: {msg.get('why')}.", limit)
+            v.details["deadline"] = msg.get("deadline")
         elif ev == P.ERROR and msg.get("kind") == P.NO_MODEL_NEW:
             v.stage, v.error_kind = Stage.FORMAT.value, ErrorKind.NO_MODEL_NEW.value
             v.feedback = "The module imported, but it defines no class ModelNew."
@@ -181,16 +195,23 @@ def publish_build(staged: Path, ext_dir: Path) -> None:
         dst = ext_dir / src.name
         try:
             if not dst.exists() and not dst.is_symlink():
+                hashes = {e["file"]: _sha256(src / e["file"]) for e in new.values()}
+                _write_hashes(ext_dir, src.name, hashes)  # before the manifest that names the files
                 os.rename(src, dst)  # the first build of this extension here: the folder as it is
                 have, merged = None, new
             elif dst.is_symlink() or not dst.is_dir():
                 continue
             else:
                 have = _manifest(dst)
+                hashes = _read_hashes(ext_dir, src.name)
+                # an entry whose file no longer has the hash published for it counts as missing
+                have = {k: e for k, e in have.items() if hashes.get(e["file"]) == _sha256(dst / e["file"])}
                 merged = dict(have)
                 for key, e in new.items():
                     if key not in have:  # another call's module, under a name of its own
-                        file = f"{hashlib.sha256(key.encode()).hexdigest()[:12]}-{e['file']}"
+                        file = f"{hashlib.sha256(key.encode()).hexdigest()[:12]}-{secrets.token_hex(3)}-{e['file']}"
+                        hashes[file] = _sha256(src / e["file"])
+                        _write_hashes(ext_dir, src.name, hashes)
                         os.replace(src / e["file"], dst / file)
                         merged[key] = {**e, "file": file}
             if merged != have:  # the manifest in the cache is the judge's: only entries it checked
@@ -199,3 +220,51 @@ def publish_build(staged: Path, ext_dir: Path) -> None:
                 os.replace(tmp, dst / BUILT_MANIFEST)
         except OSError as e:  # another file system, another judge at the same folder: built again next time
             log.warning("could not move the build %s into the cache: %s", src.name, e)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return ""
+    return h.hexdigest()
+
+
+def hashes_file(ext_dir: Path, name: str) -> Path:
+    """The judge's record of the module files it published into `ext_dir/name` (file -> SHA-256). The
+    runner finds it the same way (candidate/runner.py `_published_intact`)."""
+    return ext_dir.parent / ".published" / ext_dir.name / f"{name}.json"
+
+
+def _read_hashes(ext_dir: Path, name: str) -> dict:
+    try:
+        rec = json.loads(hashes_file(ext_dir, name).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in rec.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(rec, dict) else {}
+
+
+def _write_hashes(ext_dir: Path, name: str, hashes: dict) -> None:
+    path = hashes_file(ext_dir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    tmp.write_text(json.dumps(hashes))
+    os.replace(tmp, path)
+
+
+def intact(ext_dir: Path) -> bool:
+    """Every module the manifests of `ext_dir` name still has the hash the judge recorded when it
+    published it."""
+    try:
+        folders = [d for d in ext_dir.iterdir() if d.is_dir() and not d.is_symlink()]
+    except OSError:
+        return False
+    for d in folders:
+        hashes = _read_hashes(ext_dir, d.name)
+        for e in _manifest(d).values():
+            if not hashes.get(e["file"]) or hashes[e["file"]] != _sha256(d / e["file"]):
+                return False
+    return True

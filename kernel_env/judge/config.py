@@ -52,6 +52,28 @@ class JudgeConfig:
     max_code_bytes: int = 256 * 1024
     build_timeout_s: float = 300.0          # import of the submission, load_inline compile included
     run_timeout_s: float = 180.0            # correctness trials + timing, on the device
+    # Deadlines per step from what the task needs (judge/deadlines.py; docs/design/pipeline.md,
+    # deadlines). The import: at most this long outside the candidate's compilers (which the judge
+    # sees in its process tree), build_timeout_s in all; Python spinning at import ends here.
+    # (27 s: the verdict, kill included, within 30 s; 30.0 gave 30.04-30.19 s on the H200)
+    import_timeout_s: float = 27.0
+    # each step of the run (a trial, the timing, the kernel-share calls): this floor (inputs made, the
+    # watch, launches, synchronising) plus run_ref_factor x the reference's time per call; the first
+    # trial also run_first_call_s (Triton's JIT, lazy module loads, library handles). With these a
+    # kernel that never returns holds the device slot <= 10 s on every level-1 task (t_ref <= 185 ms
+    # on the H200); run_timeout_s stays the ceiling of the whole run outside compilers
+    run_step_floor_s: float = 2.0
+    run_ref_factor: float = 16.0
+    run_first_call_s: float = 5.0
+    # per timed call besides the call itself (L2 flush, fresh inputs, synchronise, events): the timing
+    # phase's deadline counts max_timed_calls of these per attempt
+    run_call_overhead_s: float = 0.01
+    # ModelNew(...): its cost follows the parameter count (a level-3 network initialised), not a call
+    run_construct_s: float = 20.0
+    # a killed candidate's processes have all exited (their GPU context torn down) before the device
+    # slot goes to the next evaluation; if some are still there after this long, the slot goes anyway
+    # and the judge logs an error
+    kill_wait_s: float = 30.0
     reference_timeout_s: float = 600.0      # reference outputs, reference timing, FLOP count
     correctness_trials: int = 5
     atol_fp32: float = 1e-4
@@ -81,6 +103,14 @@ class JudgeConfig:
     # and waits up to this long for run processes already making their CUDA context (no new one starts
     # its GPU work while a candidate runs, under load too)
     quiet_warm_wait_s: float = 3.0
+    # A slot taken at most busy_gap_s after the device's previous one ended finds the GPU busy until
+    # now (that slot's work, then this evaluation's own trials and check): its clocks are up, and the
+    # timing's warm-up is only there for the allocator, caches and JITs (warmup_calls), so it lasts
+    # busy_warmup_s instead of warmup_s. On the H200 under load warmup_s was ~0.2 of a ~1.1 s slot, but
+    # with 0.05 the spread probes under load went from ~1.001 to 1.10 (docs/log/containment-h200.md):
+    # the default keeps warmup_s until a shorter one is shown not to cost timing quality
+    busy_warmup_s: float = 0.2
+    busy_gap_s: float = 0.5
     # a measurement whose calls spread more than this ((p90 - p10) / median) is taken again, up to
     # timing_attempts in all, keeping the least spread one: another process's GPU work time-slicing with
     # it doubled a 3.8 ms matmul's calls in one evaluation under load (docs/log/performance.md)
@@ -129,6 +159,12 @@ class JudgeConfig:
             raise ValueError("min_kernel_share needs kernel_share on (the share is what it is compared with)")
         if self.correctness_trials < 1:
             raise ValueError("correctness_trials must be >= 1")
+        for name in ("import_timeout_s", "run_step_floor_s", "run_construct_s", "kill_wait_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0")
+        for name in ("run_ref_factor", "run_first_call_s", "run_call_overhead_s"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0")
 
     def tolerance(self, dtype_name: str) -> tuple[float, float]:
         if dtype_name in ("float16", "bfloat16"):

@@ -18,6 +18,10 @@ class DeviceSlots:
         self.locks = {g: asyncio.Lock() for g in devices}
         self.pending = {g: 0 for g in devices}  # evaluations headed to the device, the one measuring included
         self.busy_s = {g: 0.0 for g in devices}
+        # when the device's slot was last let go, and how long it stood free before its holder took it:
+        # a slot taken right after another one finds the GPU busy until now (JudgeConfig.busy_warmup_s)
+        self.released_at = {g: float("-inf") for g in devices}
+        self.free_before_s = {g: float("inf") for g in devices}
         self.gate = {g: {"timing": 0, "want": 0, "warming": 0} for g in devices}
 
     def pick(self) -> int:
@@ -29,10 +33,12 @@ class DeviceSlots:
         """The device's exclusive slot; the time it is held counts as busy."""
         async with self.locks[gpu]:
             t = time.monotonic()
+            self.free_before_s[gpu] = t - self.released_at[gpu]
             try:
                 yield
             finally:
-                self.busy_s[gpu] += time.monotonic() - t
+                self.released_at[gpu] = time.monotonic()
+                self.busy_s[gpu] += self.released_at[gpu] - t
 
     @asynccontextmanager
     async def warm_window(self, gpu: int):

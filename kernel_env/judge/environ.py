@@ -20,11 +20,12 @@ class ProcessEnv:
         self.arch_list = cuda_arch_list(cfg.gpus[0]) if cfg.device == "cuda" else None
 
     def __call__(self, workdir: Path, gpu: int, trusted: bool, ext_dir: Path | None = None,
-                 pch_dir: str | None = None) -> dict:
+                 pch_dir: str | None = None, triton_dir: Path | None = None) -> dict:
         c = self.cfg
         extra = {"TORCH_EXTENSIONS_DIR": ext_dir or c.cache_dir / "torch_extensions",
-                 # the judge's own Triton kernels never load what a candidate could have written
-                 "TRITON_CACHE_DIR": c.cache_dir / ("triton-judge" if trusted else "triton"),
+                 # a candidate's Triton cache is a folder of its own, gone with it: nothing it writes
+                 # there is loaded by another process; the judge's own kernels have one no candidate sees
+                 "TRITON_CACHE_DIR": (c.cache_dir / "triton-judge") if trusted else (triton_dir or workdir / "triton"),
                  "OMP_NUM_THREADS": c.cpu_threads, "MKL_NUM_THREADS": c.cpu_threads}
         if self.arch_list:
             extra["TORCH_CUDA_ARCH_LIST"] = self.arch_list

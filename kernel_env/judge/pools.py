@@ -4,13 +4,20 @@ An idle process has torch imported (a run process its CUDA context made too) and
 submission: it costs an evaluation no start-up, and 64 sessions never start 64 torch imports at
 once. Two kinds: run processes per device (key ("run", gpu)) and build processes without a GPU for
 all (key BUILD). Each lives in a folder of its own (where its submission will be written) with its
-own build folder in it; the evaluation's settings come with its plan (candidate/runner.py).
+own build folder and Triton cache in it; the evaluation's settings come with its plan
+(candidate/runner.py). A candidate process writes nothing but its own folder (and, where CUDA IPC does
+not need the host's, a /dev/shm of its own: sandbox.wrap's private_ipc), so nothing it writes is
+loaded by another process, except what the judge itself publishes (builds.publish_build, and the
+Triton cache of the runner's own warm-up kernel, taken before any candidate code ran: `_publish_warm`).
 """
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -55,6 +62,7 @@ class CandidatePools:
         self._loop = None
         self._bg: set[asyncio.Task] = set()  # processes being started for the pool
         self.one_shot = False  # evaluate_sync: one evaluation per event loop, no pool kept between them
+        self.triton_warm = triton_warm_dir(cfg.cache_dir)
 
     def idle_runners(self) -> int:
         return sum(len(v) for k, v in self.idle.items() if k != BUILD)
@@ -118,8 +126,14 @@ class CandidatePools:
         workdir = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=self.build_staging if mode == P.BUILD else self.work_root))
         try:
             (workdir / "torch_extensions").mkdir()
+            # its own Triton cache, with a copy of the runner's warm-up kernel as the judge published it
+            # (a copy: what the process then writes there changes nothing another one loads)
+            if self.triton_warm.is_dir():
+                shutil.copytree(self.triton_warm, workdir / "triton", symlinks=True)
+            else:
+                (workdir / "triton").mkdir()
             p = await self.start_candidate(mode, workdir, self.cfg.gpus[0] if gpu is None else gpu,
-                                           workdir / "torch_extensions", self.cfg.cache_dir / "triton", None)
+                                           workdir / "torch_extensions", workdir / "triton", None)
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -138,7 +152,30 @@ class CandidatePools:
         async with self.slots.warm_window(gpu):
             if not await p.send(json.dumps({"cmd": P.WARM})):
                 return {"event": P.EOF}
-            return await p.next_message(self.cfg.reference_timeout_s)
+            msg = await p.next_message(self.cfg.reference_timeout_s)
+        if msg.get("event") == P.WARMED:
+            self._publish_warm(p.workdir / "triton")
+        return msg
+
+    def _publish_warm(self, folder: Path) -> None:
+        """The Triton cache of a run process that has just warmed up, published for the next ones once: so
+        far the process ran the runner's code only (its submission comes later), and it waits for its plan
+        while this copies. A copy into a new folder, renamed into place: a process being seeded never sees
+        half of it, and no candidate can write it afterwards (the cache is read-only to them)."""
+        if self.triton_warm.exists():
+            return
+        try:
+            if not any(folder.iterdir()):  # nothing compiled (the CPU: Triton interprets)
+                return
+            self.triton_warm.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.triton_warm.with_name(f".{self.triton_warm.name}.{secrets.token_hex(4)}")
+            shutil.copytree(folder, tmp, symlinks=False, ignore=shutil.ignore_patterns("*.lock", "tmp.*"))
+            try:
+                os.rename(tmp, self.triton_warm)
+            except OSError:  # another judge published it first
+                shutil.rmtree(tmp, ignore_errors=True)
+        except OSError as e:
+            log.warning("could not publish the Triton warm-up cache: %s", e)
 
     async def start_candidate(self, mode: str, workdir: Path, gpu: int, ext_dir: Path, triton_dir: Path,
                               pch_dir: str | None) -> Proc:
@@ -159,8 +196,13 @@ class CandidatePools:
         if self.bytecode:  # torch's bytecode, compiled by the judge: read, never written
             await self.bytecode.ready()
             readonly.append(self.bytecode.dir)
-        argv = wrap(self.isolation, argv, workdir, [ext_dir, triton_dir], hide=hide, readonly=readonly)
-        env = self.env(workdir, gpu, trusted=False, ext_dir=ext_dir, pch_dir=pch_dir)
+        # writable: its own folder, and only those of the given folders that are not the judge's
+        # caches (a shared one would let it plant what another process loads)
+        writable = [d for d in (ext_dir, triton_dir) if not _inside(d, self.cfg.cache_dir) or _inside(d, workdir)]
+        # torch's CUDA IPC needs the host's /dev/shm (sandbox.py): only a CUDA run process keeps it
+        private_ipc = not (mode == "run" and self.cfg.device == "cuda")
+        argv = wrap(self.isolation, argv, workdir, writable, hide=hide, readonly=readonly, private_ipc=private_ipc)
+        env = self.env(workdir, gpu, trusted=False, ext_dir=ext_dir, pch_dir=pch_dir, triton_dir=triton_dir)
         if self.bytecode:
             env[bytecode_cache.ENV] = str(self.bytecode.dir)
         if mode == P.BUILD:
@@ -180,3 +222,28 @@ class CandidatePools:
             self.build_staging.rmdir()
         except OSError:
             pass
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        Path(os.path.realpath(path)).relative_to(os.path.realpath(folder))
+        return True
+    except ValueError:
+        return False
+
+
+def triton_warm_dir(cache_dir: Path) -> Path:
+    """Where the judge publishes the Triton cache of the runner's warm-up kernel: one folder per Triton
+    install and warm-up kernel (another of either compiles, and publishes, again)."""
+    from importlib import metadata
+    try:
+        version = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        version = ""
+    warm = Path(__file__).resolve().parent.parent / "candidate" / "triton_warm.py"
+    try:
+        text = warm.read_bytes()
+    except OSError:
+        text = b""
+    key = hashlib.sha256(version.encode() + b"\0" + text).hexdigest()[:16]
+    return Path(cache_dir) / "triton-warm" / key

@@ -375,6 +375,7 @@ def check_trials(req: dict, task_mod, device: torch.device, held: dict, phases: 
     finally:
         if device.type == "cuda":  # what the checks allocated goes back to the device for the candidate
             torch.cuda.empty_cache()
+        clock("free_s")
     return {"rows": len(checked), "passed": passed, "mismatch": None, "deferred": deferred}
 
 
@@ -442,6 +443,10 @@ def main() -> int:
                 if req.get("task_path"):  # started ahead of any evaluation (Judge.start_ahead): no task yet
                     harness.load_module(req["task_path"], "reference_problem")
                 warm_kernels(device, req["tolerance"])
+                # torch's objects (~180k) out of the collector's way: the full collection that ends
+                # each evaluation (_give_back, inside the device slot) then walks only what the
+                # evaluations made, ~0.2 s less on the dev machine
+                gc.freeze()
                 res = {"ok": True}
             except Exception as e:
                 res = {"ok": False, "error": _exc_line(e)}
@@ -484,10 +489,13 @@ def _give_back(device: torch.device, res: dict) -> dict:
     stays allocated (torch frees a block shared through CUDA IPC once the consumer has released it):
     the judge then ends this worker, and its memory with it, before the next measurement."""
     if device.type == "cuda":
+        t = time.monotonic()
         gc.collect()
         torch.cuda.ipc_collect()  # slots the candidate process let go of
         torch.cuda.empty_cache()
         res["held_bytes"] = torch.cuda.memory_reserved(device)
+        if isinstance(res.get("phases"), dict):
+            res["phases"]["give_back_s"] = round(time.monotonic() - t, 4)
     return res
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from .. import protocol as P
+from . import deadlines
 from . import feedback as fb
 from .config import JudgeConfig
 from .sandbox import Proc, describe_exit
@@ -43,6 +44,9 @@ class RunOutcome:
     rechecks: list | None = None    # the slots of one random timed call per timing set
     phases: dict | None = None      # the run process's seconds per phase (a claim, for diagnosis)
     kernel_time: dict | None = None  # the measured calls: share of the time in the submission's own kernels
+    # the judge's own clock of the slot's run, in seconds: "go" to the trials' outputs read ("outputs"),
+    # "time" to the times read ("timed", warm-up included), the times to "done" ("done": the kernel share)
+    clock: dict | None = None
 
 
 def _fail(kind: str, feedback: str, **kw) -> RunOutcome:
@@ -92,26 +96,33 @@ def valid_times(run: RunOutcome, max_timed_calls: int) -> bool:
 
 
 async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None = None,
-                check: Callable[[list], Awaitable[dict]] | None = None) -> RunOutcome:
+                check: Callable[[list], Awaitable[dict]] | None = None, t_ref_ms: float | None = None,
+                untrusted_roots: tuple = ()) -> RunOutcome:
     """Drive the run phase of `cand`. `timing`: changes to the plan's timing rule, decided when the slot
     is this evaluation's. `check(trials)`: the reference worker's check of the trials' outputs before
-    the candidate is timed; when they are wrong the run ends there (mismatch and passed set, no times)."""
+    the candidate is timed; when they are wrong the run ends there (mismatch and passed set, no times).
+    `t_ref_ms`: the reference's time per call, which sets each step's deadline (deadlines.py);
+    `untrusted_roots`: folders the candidate can write (no compiler runs from there)."""
     limit = cfg.feedback_max_chars
-    deadline = time.monotonic() + cfg.run_timeout_s
+    n_trials = cfg.correctness_trials
+    # the judge's clock per step; the run as a whole gets run_timeout_s outside compilers
+    dl = deadlines.Deadline(cand, cfg, ceiling_s=cfg.run_timeout_s, untrusted_roots=untrusted_roots)
+    # the steps the runner announces, in their order: each may be announced once, and only in turn
+    expected = [(P.CONSTRUCT, None)] + [(P.TRIAL, i) for i in range(n_trials)]
     # The runner stamps every line after "go" with this token; the submission runs in the same
     # process and can write to the protocol pipe too, but never sees the token.
     token = secrets.token_hex(16)
     # the timing's wall-clock bound starts here, not at "outputs": a busy event loop reads messages
     # late, and both at once when it stood still longer than the timing took (a window of ~0 s)
     t_go = time.monotonic()
+    deadlines.import_step(dl, cfg)
     if not await cand.send(json.dumps({"cmd": P.GO, "slots": slots, "token": token, "timing": timing or {}})):
         rc = await cand.wait(5)
         return _fail(ErrorKind.CRASH.value,
                      fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit))
     run = RunOutcome()
-    outputs_seen = False
     while True:
-        msg = await cand.next_message(max(0.0, deadline - time.monotonic()))
+        msg = await dl.next_message()
         ev = msg.get("event")
         if ev not in P.READER_EVENTS and msg.get("token") != token:
             cand.kill()
@@ -119,12 +130,33 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
                          "A message on the evaluator's result channel was not from the evaluator's runner "
                          "(forged results: writing to the evaluator's pipes is not allowed); the run is discarded.",
                          details={"forged_event": str(ev)[:40]})
+        if ev == P.STEP:
+            got = (msg.get("step"), msg.get("i"))
+            if not expected or got != expected[0]:
+                cand.kill()
+                return _fail(ErrorKind.TIMING_INVALID.value,
+                             "The evaluator's runner reported its steps out of order (a forged or repeated "
+                             "message); the run is discarded.", details={"step": str(got)[:60]})
+            expected.pop(0)
+            if got[0] == P.CONSTRUCT:
+                dl.start("constructing ModelNew", cfg.run_construct_s)
+            elif got[0] == P.TRIAL:
+                dl.start(f"trial {got[1] + 1} of {n_trials}", deadlines.trial_s(cfg, t_ref_ms, got[1]))
+            else:
+                dl.start("the kernel-share calls", deadlines.after_timing_s(cfg, t_ref_ms))
+            continue
         if ev == P.OUTPUTS:
-            outputs_seen = True
+            if expected or run.trials is not None:  # before its trials, or twice
+                cand.kill()
+                return _fail(ErrorKind.TIMING_INVALID.value,
+                             "The evaluator's runner reported outputs out of order; the run is discarded.")
+            t_out = time.monotonic()
+            run.clock = {"outputs": round(t_out - t_go, 4)}
             run.trials = msg.get("trials")
             if check is not None:  # the trials are checked now: wrong outputs are never timed
                 t_w = time.monotonic()
                 chk = await check(run.trials)
+                dl.paused_s += time.monotonic() - t_w  # the judge's time, not the candidate's
                 run.check = {**(chk.get("phases") or {}), "rows": chk.get("rows"), "deferred": chk.get("deferred"),
                              "s": round(time.monotonic() - t_w, 4), "done_t": time.monotonic()}
                 if chk.get("mismatch"):
@@ -132,21 +164,37 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
                     run.mismatch, run.passed = chk["mismatch"], chk.get("passed", 0)
                     return run
             # the timing starts on our word: the worker's GPU work is over (it synchronised)
+            dl.start("the timing", deadlines.timing_s(cfg, t_ref_ms, timing))
             await cand.send(json.dumps({"cmd": P.TIME}))  # a process that died says so with EOF
+            t_time = time.monotonic()
         elif ev == P.TIMED:
+            if run.trials is None or run.times_ms is not None:
+                cand.kill()
+                return _fail(ErrorKind.TIMING_INVALID.value,
+                             "The evaluator's runner reported times out of order; the run is discarded.")
+            expected = [(P.PROFILE_STEP, None)]
+            dl.start("the end of the timing", deadlines.after_timing_s(cfg, t_ref_ms))
             run.times_ms, run.calls = msg.get("times_ms"), msg.get("calls")
             run.timing_wall_s = time.monotonic() - t_go
+            t_timed = time.monotonic()
+            if run.clock is not None:
+                run.clock["timed"] = round(t_timed - t_time, 4)
         elif ev == P.DONE:
             run.rechecks = msg.get("rechecks")
             run.phases = _phases(msg.get("phases"))
             run.kernel_time = _kernel_time(msg.get("kernel_time"))
+            if run.clock is not None and "timed" in run.clock:
+                run.clock["done"] = round(time.monotonic() - t_timed, 4)
             break
         elif ev == P.TIMEOUT:
             cand.kill()
+            if dl.step.name == deadlines.IMPORT:  # Python spinning at import, with the GPU
+                return _fail(ErrorKind.BUILD_TIMEOUT.value,
+                             fb.clip(f"Timed out: {dl.describe()}.", limit),
+                             stage=Stage.BUILD.value, details={"deadline": dl.details()})
             return _fail(ErrorKind.RUN_TIMEOUT.value,
-                         fb.clip(f"Timed out after {cfg.run_timeout_s:.0f} s while running ModelNew "
-                                 f"({'timing' if outputs_seen else 'correctness trials'}). "
-                                 "An infinite loop or a deadlock in the kernel?", limit))
+                         fb.clip(f"Timed out: {dl.describe(t_ref_ms)}. An infinite loop or a deadlock in the "
+                                 "kernel?", limit), details={"deadline": dl.details(t_ref_ms)})
         elif ev == P.ERROR and msg.get("phase") == "build":  # the import, now with the GPU
             if msg.get("kind") == P.NO_MODEL_NEW:
                 return _fail(ErrorKind.NO_MODEL_NEW.value, "The module imported, but it defines no class ModelNew.",

@@ -5,19 +5,28 @@ a scrubbed environment (no tokens or secrets), its own folder as HOME and TMPDIR
 two channels: stdout+stderr (kept up to a cap, whatever it prints) and a protocol pipe for JSON lines.
 
 Candidate processes are also wrapped, where the OS allows it (`isolation()` picks the best that works):
-  bwrap    bubblewrap: read-only view of the file system except its own folder and the build caches,
-           other evaluations' folders hidden (an empty tmpfs over the folder holding them), no
+  bwrap    bubblewrap: read-only view of the file system except its own folder (the judge's caches
+           included: it reads them, never writes them), other evaluations' folders hidden (an empty tmpfs over the folder holding them), no
            network, own PID namespace (nothing it forks outlives it; it cannot signal the judge), no
            capabilities, killed with its parent.
   unshare  util-linux unshare (root): the same view made with mounts in its own mount namespace (every
-           mount read-only but /dev, its own folder and the build caches; the folder holding the
-           evaluation folders covered), no network, own PID namespace, and (with setpriv) no
+           mount read-only but its own folder and /proc; the folder holding the evaluation folders
+           covered), no network, own PID namespace, and (with setpriv) no
            capabilities: root in name only, it cannot mount, load modules or reset the GPU.
   none     process group, limits and scrubbed environment only.
 
 `hide` makes files unreadable or empty to the process: the GPU's device nodes for the build process,
 so candidate code never touches the GPU outside its device slot (bwrap and unshare; under `none`
 only CUDA_VISIBLE_DEVICES="" stands in the way, which native code can undo).
+
+`private_ipc` (both sandboxes): a `/dev/shm` of its own (an empty tmpfs, gone with the process) and an
+IPC namespace of its own (System V segments, semaphores and message queues go with it), so nothing it
+leaves in shared memory outlives it. Not for a CUDA run process: torch's CUDA IPC, through which the
+reference worker hands out the output slots, keeps each shared block's reference count in a file of the
+host's /dev/shm that the consumer opens by name (torch.multiprocessing.reductions, ref_counter_handle).
+Nor can a root candidate leave files in /dev: bwrap gives it a /dev of its own (a tmpfs with the usual
+nodes and the GPU's bound in), unshare makes the host's read-only (a read-only mount refuses new
+files, not writes to a device node).
 """
 from __future__ import annotations
 
@@ -91,6 +100,9 @@ PROC_SYSTEM = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/p
 #   rw:DIR   bound onto itself: a mount of its own, which stays writable below
 #   ro:DIR   bound onto itself: read-only below even inside a writable folder
 #   proc:P   a file or folder of the new /proc, made read-only now (the pass below leaves /proc alone)
+#   devro:M  a mount of /dev (or /dev itself) made read-only now, its other flags kept (the pass below
+#            leaves /dev alone)
+#   shm:N    an empty tmpfs of its own, N bytes at most, over /dev/shm
 #   FILE     becomes /dev/null (a device node the process must not reach)
 # then every mount but /dev's and /proc's is made read-only, /sys included: root without capabilities
 # still owns the files there and on disk. Per-mount flags are kept (a container may lock them).
@@ -106,6 +118,10 @@ $d";;
 $d";;
     proc:*) d="${1#proc:}"; [ ! -e "$d" ] || { mount --bind "$d" "$d" &&
             mount -o remount,bind,ro,nosuid,nodev,noexec "$d" "$d"; } || exit 97;;
+    devro:*) d="${1#devro:}"; o=$(cut -d" " -f5,6 /proc/self/mountinfo | while read -r mp op; do
+             [ "$mp" != "$d" ] || echo "$op"; done | tail -n 1)
+             mount -o "remount,bind,ro${o#r[ow]}" "$d" "$d" || exit 97;;
+    shm:*) mount -t tmpfs -o "size=${1#shm:},mode=1777,nosuid,nodev" kernel_env_shm /dev/shm || exit 97;;
     *) mount --bind /dev/null "$1" || exit 97;;
   esac
   shift
@@ -138,17 +154,36 @@ def gpu_device_nodes() -> list[str]:
     return found
 
 
+def _dev_mounts() -> list[str]:
+    """/dev and the mounts below it that a process could create files in (not devpts, not /dev/shm:
+    that one is either replaced by a tmpfs of its own or shared on purpose)."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            mps = {line.split()[4] for line in f}
+    except OSError:
+        return []
+    return sorted(m for m in mps if (m == "/dev" or m.startswith("/dev/")) and m not in ("/dev/pts", "/dev/shm")
+                  and "\\" not in m)
+
+
+SHM_BYTES = 1 << 30  # a private /dev/shm: room for a submission's own use, not for filling memory
+
+
 def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tuple = (),
-         readonly: list | tuple = ()) -> list:
+         readonly: list | tuple = (), private_ipc: bool = True) -> list:
     """argv run inside the chosen isolation. `writable`: folders the candidate may write besides its own.
     The folder holding all evaluation folders is replaced by an empty one, so a candidate sees only its
     own; everything else (the Python install, the project, /sys, /proc/sys) is visible read-only, /dev as it is.
     `hide`: files that cannot be opened (bwrap: a nodev /dev/null) or read as /dev/null (unshare) inside.
     `readonly`: folders the candidate reads but must not write, even inside a writable one.
+    `private_ipc`: its own /dev/shm and IPC namespace (see the module's docstring).
     `none` enforces none of these."""
     if mode == "bwrap":
-        args = ["bwrap", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
-                "--tmpfs", str(workdir.parent)]
+        # a /dev of its own (null, zero, random, tty, pts...: bwrap's --dev, a tmpfs gone with it) with
+        # the GPU's device nodes bound in
+        args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", str(workdir.parent)]
+        for n in gpu_device_nodes():
+            args += ["--dev-bind", n, n]
         for w in [workdir, *writable]:
             args += ["--bind", str(w), str(w)]
         for r in readonly:
@@ -157,6 +192,10 @@ def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tupl
             args += ["--ro-bind-try", p, p]
         for h in hide:
             args += ["--ro-bind", "/dev/null", str(h)]
+        if private_ipc:
+            args += ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--unshare-ipc"]
+        else:
+            args += ["--bind", "/dev/shm", "/dev/shm"]
         # --cap-drop ALL: bwrap started by root keeps every capability otherwise (remount, undo `hide`)
         return args + ["--cap-drop", "ALL", "--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session",
                        "--chdir", str(workdir), "--", *argv]
@@ -167,8 +206,10 @@ def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tupl
         real = os.path.realpath  # mountinfo names mounts by their real paths
         inner = ["sh", "-c", _MASK_SH, "sh", f"own:{real(workdir)}", *(f"rw:{real(d)}" for d in writable),
                  *(f"ro:{real(d)}" for d in readonly), *(f"proc:{p}" for p in PROC_SYSTEM), *map(str, hide),
+                 *(f"devro:{m}" for m in _dev_mounts()), *([f"shm:{SHM_BYTES}"] if private_ipc else []),
                  "--", *inner]
-        return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--", *inner]
+        return ["unshare", "--net", "--pid", *(["--ipc"] if private_ipc else []), "--fork", "--kill-child",
+                "--mount-proc", "--", *inner]
     return list(argv)
 
 

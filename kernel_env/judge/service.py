@@ -23,6 +23,7 @@ One submission travels:
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ from pathlib import Path
 from .. import protocol as P
 from ..compute_policy import choose as choose_policy
 from ..tasks import Task, TaskSet
-from . import bytecode_cache, prebuild
+from . import bytecode_cache, deadlines, prebuild
 from . import feedback as fb
 from .builds import Builds, build_key
 from .config import JudgeConfig
@@ -201,6 +202,10 @@ class Judge:
         processes and its reference worker (warmed), and the idle build processes. The server calls this
         at startup; without it the first evaluation starts them (on an H200 the worker's start was 4-6 s
         of its queue time)."""
+        # what the server has made so far (torch's objects, when it imported torch) out of the
+        # collector's way: a full collection walks them all (~0.2-0.3 s on the dev machine) and stops
+        # the event loop that reads every slot's messages
+        gc.freeze()
         if not self.cfg.start_ahead:
             return
         self._precompiled_header()
@@ -315,6 +320,9 @@ class Judge:
                         quiet = self._quiet_timing(gpu)
                         if quiet:
                             v.details["quiet_timing"] = quiet
+                        busy = None if quiet else self._busy_timing(gpu)
+                        if busy:
+                            v.details["busy_timing"] = busy
 
                         async def check(trials):
                             return await self.references.ask(ref, {"mode": P.CHECK, **ref_req, "trials": trials})
@@ -322,9 +330,17 @@ class Judge:
                         # no run process starts its GPU work while this candidate runs; when nobody
                         # waits for the device, the ones already warming up finish first
                         async with self.slots.timing_window(gpu, cfg.quiet_warm_wait_s if quiet else 0.0):
-                            run = await drive(cand, prep["slots"], cfg, quiet, check)
-                        await cand.close()  # the candidate is gone before the rest is compared
+                            # each step's deadline from the reference's time per call (deadlines.py)
+                            run = await drive(cand, prep["slots"], cfg, quiet or busy, check,
+                                              t_ref_ms=prep["profile"].get("t_ref_ms"),
+                                              untrusted_roots=deadlines.untrusted_roots(cfg, self.work_root))
+                        t_x = time.monotonic()
+                        await self._end(cand)  # the candidate is gone before the rest is compared
                         v.timings["run_s"] = round(time.monotonic() - t_c, 3)
+                        # the judge's clock of the run inside the slot (run_stage.drive) and the
+                        # candidate's end: its process group gone, its device memory given back
+                        v.timings.update({f"{k}_s": x for k, x in (run.clock or {}).items()})
+                        v.timings["close_s"] = round(time.monotonic() - t_x, 3)
                         if run.check:
                             v.details["ref_phases"]["check"] = run.check
                         if run.phases:
@@ -359,14 +375,22 @@ class Judge:
                             ref = None
                         raise
                     finally:  # what holds device memory is gone before the next measurement starts
-                        await asyncio.shield(cand.close())
+                        await asyncio.shield(self._end(cand))
                         if ref is not None and not released:
                             await asyncio.shield(self.references.let_go(gpu, ref))
+                        v.timings["slot_s"] = round(time.monotonic() - t_r, 3)  # held from here to the release
             return finish(v, cfg, prep["profile"], passed, mismatch, run.times_ms, run.kernel_time)
         finally:
             if cand is not None:
                 await asyncio.shield(cand.close())
                 shutil.rmtree(cand.workdir, ignore_errors=True)
+
+    async def _end(self, cand: Proc) -> None:
+        """Kill a run process and wait until all of it has exited (deadlines.end_process): a process
+        still tearing down its CUDA context after a kill holds device memory, and maybe a kernel still
+        running, that the next evaluation on the device would be measured beside."""
+        if not await deadlines.end_process(cand, self.cfg.kill_wait_s):
+            log.error("a killed run process was still exiting after %.0f s; the device slot goes on", self.cfg.kill_wait_s)
 
     def _precompiled_header(self) -> str | None:
         """The folder of the precompiled header the candidates' builds use, None while there is none.
@@ -392,3 +416,12 @@ class Judge:
         if c.device != "cuda" or self.slots.pending[gpu] > 1 or (c.quiet_warmup_s <= 0 and c.quiet_min_wall_s <= 0):
             return None
         return {"warmup_s": max(c.warmup_s, c.quiet_warmup_s), "min_wall_s": max(c.timing_min_wall_s, c.quiet_min_wall_s)}
+
+    def _busy_timing(self, gpu: int) -> dict | None:
+        """The candidate's warm-up when its slot was taken right after the device's previous one: the
+        GPU has been busy until now, so only the allocator, caches and JITs need warming
+        (JudgeConfig.busy_warmup_s; the warm-up still makes warmup_calls calls)."""
+        c = self.cfg
+        if c.device != "cuda" or c.busy_warmup_s >= c.warmup_s or self.slots.free_before_s[gpu] > c.busy_gap_s:
+            return None
+        return {"warmup_s": c.busy_warmup_s}

@@ -11,18 +11,28 @@
 // A kernel that uses anything not declared here, or includes another torch header (its definitions
 // clash with these), does not compile; fast_build then builds it with the `core` prelude.
 #pragma once
+#include <algorithm>  // what torch's headers bring in and kernels use without including it
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 #ifndef KSHIM_NO_CUDA
 #include <cuda.h>
 #include <cuda_runtime.h>
 #endif
+// torch's own header-only pieces, the very definitions torch's headers use (no clash, no other header):
+// c10::Half / c10::BFloat16 with their arithmetic and conversions, and the tensor accessors' templates
+#include <torch/headeronly/util/Half.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/core/TensorAccessor.h>
 
 namespace c10 {
 using std::nullopt;
@@ -37,8 +47,6 @@ using DeviceIndex = int8_t;
 constexpr DeviceType kCUDA = DeviceType::CUDA;
 constexpr DeviceType kCPU = DeviceType::CPU;
 
-struct Half { uint16_t x; };      // storage types only (no members: no symbol shared with torch's)
-struct BFloat16 { uint16_t x; };
 static inline std::ostream& operator<<(std::ostream& o, ScalarType t) {  // torch's names, for messages
   switch (t) {
     case ScalarType::Byte: return o << "Byte";
@@ -51,6 +59,12 @@ static inline std::ostream& operator<<(std::ostream& o, ScalarType t) {  // torc
     case ScalarType::Double: return o << "Double";
     case ScalarType::Bool: return o << "Bool";
     case ScalarType::BFloat16: return o << "BFloat16";
+    case ScalarType::ComplexHalf: return o << "ComplexHalf";
+    case ScalarType::ComplexFloat: return o << "ComplexFloat";
+    case ScalarType::ComplexDouble: return o << "ComplexDouble";
+    case ScalarType::UInt16: return o << "UInt16";
+    case ScalarType::UInt32: return o << "UInt32";
+    case ScalarType::UInt64: return o << "UInt64";
     default: return o << "ScalarType(" << static_cast<int>(t) << ")";
   }
 }
@@ -91,7 +105,10 @@ class IntArrayRef {  // a view of int64 values, like c10::ArrayRef<int64_t>
   int64_t front() const { return data_[0]; }
   int64_t back() const { return data_[size_ - 1]; }
   std::vector<int64_t> vec() const { return std::vector<int64_t>(data_, data_ + size_); }
+  bool equals(IntArrayRef o) const { return size_ == o.size_ && std::equal(begin(), end(), o.begin()); }
 };
+static inline bool operator==(IntArrayRef a, IntArrayRef b) { return a.equals(b); }  // as c10::ArrayRef's
+static inline bool operator!=(IntArrayRef a, IntArrayRef b) { return !a.equals(b); }
 
 struct TensorOptions {  // what the factories below are given: dtype, device, layout
   ScalarType dtype_ = ScalarType::Float;
@@ -154,6 +171,8 @@ void make(int kind, const int64_t* s, size_t n, int8_t dtype, int8_t device_type
           double value, at::Tensor* out);
 void make_like(int kind, const at::Tensor& t, int8_t dtype, int8_t device_type, int8_t device_index,
                double value, at::Tensor* out);
+[[noreturn]] void not_implemented(const std::string& msg);  // TORCH_CHECK_NOT_IMPLEMENTED's failure
+[[noreturn]] void index_error(const std::string& msg);      // TORCH_CHECK_INDEX's failure
 [[noreturn]] void check_failed(const char* func, const char* file, uint32_t line, const char* cond,
                                const std::string& msg);
 #ifndef KSHIM_NO_CUDA
@@ -182,7 +201,47 @@ template <typename... A> std::string str(const A&... a) {
 }
 }  // namespace kshim
 
-namespace at {
+#define TORCH_CHECK(cond, ...)                                                                           \
+  do {                                                                                                   \
+    if (!(cond)) ::kshim::check_failed(__func__, __FILE__, static_cast<uint32_t>(__LINE__), #cond,       \
+                                       ::kshim::str(__VA_ARGS__));                                       \
+  } while (0)
+
+namespace kshim {
+template <size_t N, typename index_t>
+struct IndexBoundsCheck {  // ATen's at::detail::IndexBoundsCheck, failing as TORCH_CHECK_INDEX does
+  IndexBoundsCheck(index_t i) {
+    if (!(0 <= i && i < index_t{N}))
+      index_error(str("Index ", i, " is not within bounds of a tensor of dimension ", N));
+  }
+};
+}  // namespace kshim
+
+namespace at {  // ATen/core/TensorAccessor.h's names over the same header-only templates
+using torch::headeronly::DefaultPtrTraits;
+#if defined(__CUDACC__) || defined(__HIPCC__)
+using torch::headeronly::RestrictPtrTraits;
+#endif
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits, typename index_t = int64_t>
+using TensorAccessorBase = torch::headeronly::detail::TensorAccessorBase<IntArrayRef, T, N, PtrTraits, index_t>;
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits, typename index_t = int64_t>
+using TensorAccessor = torch::headeronly::detail::TensorAccessor<IntArrayRef, T, N, PtrTraits, index_t>;
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits, typename index_t = int64_t>
+using GenericPackedTensorAccessorBase =
+    torch::headeronly::detail::GenericPackedTensorAccessorBase<kshim::IndexBoundsCheck<N, index_t>, T, N, PtrTraits, index_t>;
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits, typename index_t = int64_t>
+using GenericPackedTensorAccessor = torch::headeronly::detail::GenericPackedTensorAccessor<
+    TensorAccessor<T, N - 1, PtrTraits, index_t>, kshim::IndexBoundsCheck<N, index_t>, T, N, PtrTraits, index_t>;
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+using PackedTensorAccessor32 = GenericPackedTensorAccessor<T, N, PtrTraits, int32_t>;
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+using PackedTensorAccessor64 = GenericPackedTensorAccessor<T, N, PtrTraits, int64_t>;
+
+template <typename T> struct OpMathType { using type = T; };  // ATen/OpMathType.h, for the types declared here
+template <> struct OpMathType<c10::Half> { using type = float; };
+template <> struct OpMathType<c10::BFloat16> { using type = float; };
+template <typename T> using opmath_type = typename OpMathType<T>::type;
+
 class Tensor {
   void* impl_;  // torch's intrusive_ptr<TensorImpl>: the pointer, never null (the undefined singleton)
   template <typename F> static Tensor made(F f) { Tensor t; f(&t); return t; }
@@ -216,6 +275,37 @@ class Tensor {
   template <typename T> T* data_ptr() const { return static_cast<T*>(kshim::data_ptr(*this, static_cast<int8_t>(kshim::scalar_of<T>::v))); }
   template <typename T> const T* const_data_ptr() const { return data_ptr<T>(); }
   template <typename T> T* mutable_data_ptr() const { return data_ptr<T>(); }
+  // TensorBase's accessors: the same checks, messages and templates (rvalues deleted, as there)
+  template <typename T, size_t N> TensorAccessor<T, N> accessor() const& {
+    static_assert(N > 0, "accessor is used for indexing tensor, for scalars use *data_ptr<T>()");
+    TORCH_CHECK(dim() == N, "TensorAccessor expected ", N, " dims but tensor has ", dim());
+    return TensorAccessor<T, N>(const_cast<T*>(data_ptr<std::remove_const_t<T>>()), sizes().data(), strides().data());
+  }
+  template <typename T, size_t N> TensorAccessor<T, N> accessor() && = delete;
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits, typename index_t = int64_t>
+  GenericPackedTensorAccessor<T, N, PtrTraits, index_t> generic_packed_accessor() const& {
+    static_assert(N > 0, "accessor is used for indexing tensor, for scalars use *data_ptr<T>()");
+    TORCH_CHECK(dim() == N, "TensorAccessor expected ", N, " dims but tensor has ", dim());
+    T* ptr = const_cast<T*>(data_ptr<std::remove_const_t<T>>());
+    return GenericPackedTensorAccessor<T, N, PtrTraits, index_t>(static_cast<typename PtrTraits<T>::PtrType>(ptr),
+                                                                  sizes().data(), strides().data());
+  }
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits, typename index_t = int64_t>
+  GenericPackedTensorAccessor<T, N> generic_packed_accessor() && = delete;
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+  PackedTensorAccessor32<T, N, PtrTraits> packed_accessor32() const& {
+    TORCH_CHECK(numel() <= static_cast<int64_t>(std::numeric_limits<int32_t>::max()),
+                "numel needs to be smaller than int32_t max; otherwise, please use packed_accessor64");
+    return generic_packed_accessor<T, N, PtrTraits, int32_t>();
+  }
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+  PackedTensorAccessor32<T, N, PtrTraits> packed_accessor32() && = delete;
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+  PackedTensorAccessor64<T, N, PtrTraits> packed_accessor64() const& {
+    return generic_packed_accessor<T, N, PtrTraits, int64_t>();
+  }
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+  PackedTensorAccessor64<T, N, PtrTraits> packed_accessor64() && = delete;
   Tensor contiguous() const { return made([&](Tensor* o) { kshim::contiguous(*this, o); }); }
   Tensor clone() const { return made([&](Tensor* o) { kshim::clone(*this, o); }); }
   Tensor view(IntArrayRef s) const { return made([&](Tensor* o) { kshim::view(*this, s.data(), s.size(), o); }); }
@@ -240,6 +330,10 @@ static inline Tensor make_like(int kind, const Tensor& x, const TensorOptions& o
   return t;
 }
 }  // namespace detail
+static inline std::optional<Device> device_of(const Tensor& t) {  // ATen/DeviceGuard.h's
+  if (t.defined()) return t.device();
+  return std::nullopt;
+}
 static inline Tensor empty(IntArrayRef s, TensorOptions o = {}) { return detail::make(0, s, o, 0); }
 static inline Tensor zeros(IntArrayRef s, TensorOptions o = {}) { return detail::make(1, s, o, 0); }
 static inline Tensor ones(IntArrayRef s, TensorOptions o = {}) { return detail::make(2, s, o, 0); }
@@ -280,12 +374,25 @@ class DeviceGuard {  // c10::cuda::CUDAGuard: this device until the end of the s
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 };
+class OptionalDeviceGuard {  // c10::cuda::OptionalCUDAGuard: a device only when given one
+  int8_t prev_ = 0;
+  bool set_ = false;
+ public:
+  OptionalDeviceGuard() = default;
+  explicit OptionalDeviceGuard(c10::Device d) : prev_(exchange_device(d.index())), set_(true) {}
+  explicit OptionalDeviceGuard(std::optional<c10::Device> d) {
+    if (d.has_value()) { prev_ = exchange_device(d->index()); set_ = true; }
+  }
+  ~OptionalDeviceGuard() { if (set_) set_device(prev_); }
+  OptionalDeviceGuard(const OptionalDeviceGuard&) = delete;
+  OptionalDeviceGuard& operator=(const OptionalDeviceGuard&) = delete;
+};
 }  // namespace kshim
 namespace c10 {
 namespace cuda {
 using CUDAStream = kshim::Stream;
 using CUDAGuard = kshim::DeviceGuard;
-using OptionalCUDAGuard = kshim::DeviceGuard;
+using OptionalCUDAGuard = kshim::OptionalDeviceGuard;
 static inline CUDAStream getCurrentCUDAStream(int8_t device = -1) { return CUDAStream{kshim::current_stream(device)}; }
 }  // namespace cuda
 }  // namespace c10
@@ -299,15 +406,80 @@ static inline cudaDeviceProp* getCurrentDeviceProperties() { return kshim::devic
 static inline cudaDeviceProp* getDeviceProperties(int8_t device) { return kshim::device_properties(device); }
 }  // namespace cuda
 }  // namespace at
-#define C10_CUDA_CHECK(EXPR) ::kshim::cuda_check((EXPR), __FILE__, __func__, static_cast<uint32_t>(__LINE__))
+#define C10_CUDA_CHECK(EXPR)                                                                \
+  do {                                                                                      \
+    const cudaError_t __err = EXPR;                                                         \
+    ::kshim::cuda_check(__err, __FILE__, __func__, static_cast<uint32_t>(__LINE__));        \
+  } while (0)
 #define AT_CUDA_CHECK(EXPR) C10_CUDA_CHECK(EXPR)
 #define C10_CUDA_KERNEL_LAUNCH_CHECK() C10_CUDA_CHECK(cudaGetLastError())
 #endif
 
-#define TORCH_CHECK(cond, ...)                                                                           \
-  do {                                                                                                   \
-    if (!(cond)) ::kshim::check_failed(__func__, __FILE__, static_cast<uint32_t>(__LINE__), #cond,       \
-                                       ::kshim::str(__VA_ARGS__));                                       \
-  } while (0)
+
+// ATen/Dispatch.h's switch: the same cases in the same order, scalar_t torch's C++ type, the same
+// NotImplementedError text for a type not listed
+namespace kshim {
+template <c10::ScalarType S> struct cpp_type;
+template <> struct cpp_type<c10::ScalarType::Byte> { using t = uint8_t; };
+template <> struct cpp_type<c10::ScalarType::Char> { using t = int8_t; };
+template <> struct cpp_type<c10::ScalarType::Short> { using t = int16_t; };
+template <> struct cpp_type<c10::ScalarType::Int> { using t = int32_t; };
+template <> struct cpp_type<c10::ScalarType::Long> { using t = int64_t; };
+template <> struct cpp_type<c10::ScalarType::Half> { using t = c10::Half; };
+template <> struct cpp_type<c10::ScalarType::Float> { using t = float; };
+template <> struct cpp_type<c10::ScalarType::Double> { using t = double; };
+template <> struct cpp_type<c10::ScalarType::Bool> { using t = bool; };
+template <> struct cpp_type<c10::ScalarType::BFloat16> { using t = c10::BFloat16; };
+}  // namespace kshim
+#define AT_PRIVATE_CASE_TYPE_USING_HINT(enum_type, HINT, ...)                     \
+  case enum_type: {                                                               \
+    using HINT [[maybe_unused]] = typename ::kshim::cpp_type<enum_type>::t;      \
+    return __VA_ARGS__();                                                         \
+  }
+#define AT_DISPATCH_CASE(enum_type, ...) AT_PRIVATE_CASE_TYPE_USING_HINT(enum_type, scalar_t, __VA_ARGS__)
+#define AT_DISPATCH_SWITCH(TYPE, NAME, ...)                                                         \
+  [&] {                                                                                             \
+    const auto& the_type = TYPE;                                                                    \
+    constexpr const char* at_dispatch_name = NAME;                                                  \
+    ::c10::ScalarType _st = the_type;                                                               \
+    switch (_st) {                                                                                  \
+      __VA_ARGS__                                                                                   \
+      default:                                                                                      \
+        ::kshim::not_implemented(::kshim::str('"', at_dispatch_name, "\" not implemented for '", _st, "'")); \
+    }                                                                                               \
+  }()
+#define AT_DISPATCH_CASE_FLOATING_TYPES(...) \
+  AT_DISPATCH_CASE(at::ScalarType::Double, __VA_ARGS__) AT_DISPATCH_CASE(at::ScalarType::Float, __VA_ARGS__)
+#define AT_DISPATCH_FLOATING_TYPES(TYPE, NAME, ...) AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_FLOATING_TYPES(__VA_ARGS__))
+#define AT_DISPATCH_CASE_FLOATING_TYPES_AND_HALF(...) \
+  AT_DISPATCH_CASE_FLOATING_TYPES(__VA_ARGS__) AT_DISPATCH_CASE(at::ScalarType::Half, __VA_ARGS__)
+#define AT_DISPATCH_FLOATING_TYPES_AND_HALF(TYPE, NAME, ...) \
+  AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_FLOATING_TYPES_AND_HALF(__VA_ARGS__))
+#define AT_DISPATCH_CASE_REDUCED_FLOATING_TYPES(...) \
+  AT_DISPATCH_CASE(at::ScalarType::Half, __VA_ARGS__) AT_DISPATCH_CASE(at::ScalarType::BFloat16, __VA_ARGS__)
+#define AT_DISPATCH_REDUCED_FLOATING_TYPES(TYPE, NAME, ...) \
+  AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_REDUCED_FLOATING_TYPES(__VA_ARGS__))
+#define AT_DISPATCH_CASE_FLOATING_TYPES_AND(SCALARTYPE, ...) \
+  AT_DISPATCH_CASE_FLOATING_TYPES(__VA_ARGS__) AT_DISPATCH_CASE(SCALARTYPE, __VA_ARGS__)
+#define AT_DISPATCH_FLOATING_TYPES_AND(SCALARTYPE, TYPE, NAME, ...) \
+  AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_FLOATING_TYPES_AND(SCALARTYPE, __VA_ARGS__))
+#define AT_DISPATCH_CASE_FLOATING_TYPES_AND2(SCALARTYPE1, SCALARTYPE2, ...) \
+  AT_DISPATCH_CASE_FLOATING_TYPES(__VA_ARGS__) AT_DISPATCH_CASE(SCALARTYPE1, __VA_ARGS__) AT_DISPATCH_CASE(SCALARTYPE2, __VA_ARGS__)
+#define AT_DISPATCH_FLOATING_TYPES_AND2(SCALARTYPE1, SCALARTYPE2, TYPE, NAME, ...) \
+  AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_FLOATING_TYPES_AND2(SCALARTYPE1, SCALARTYPE2, __VA_ARGS__))
+#define AT_DISPATCH_CASE_INTEGRAL_TYPES(...)                                                              \
+  AT_DISPATCH_CASE(at::ScalarType::Byte, __VA_ARGS__) AT_DISPATCH_CASE(at::ScalarType::Char, __VA_ARGS__) \
+  AT_DISPATCH_CASE(at::ScalarType::Int, __VA_ARGS__) AT_DISPATCH_CASE(at::ScalarType::Long, __VA_ARGS__)  \
+  AT_DISPATCH_CASE(at::ScalarType::Short, __VA_ARGS__)
+#define AT_DISPATCH_INTEGRAL_TYPES(TYPE, NAME, ...) AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_INTEGRAL_TYPES(__VA_ARGS__))
+#define AT_DISPATCH_CASE_ALL_TYPES(...) AT_DISPATCH_CASE_INTEGRAL_TYPES(__VA_ARGS__) AT_DISPATCH_CASE_FLOATING_TYPES(__VA_ARGS__)
+#define AT_DISPATCH_ALL_TYPES(TYPE, NAME, ...) AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_ALL_TYPES(__VA_ARGS__))
+#define AT_DISPATCH_CASE_ALL_TYPES_AND(SCALARTYPE, ...) AT_DISPATCH_CASE_ALL_TYPES(__VA_ARGS__) AT_DISPATCH_CASE(SCALARTYPE, __VA_ARGS__)
+#define AT_DISPATCH_ALL_TYPES_AND(SCALARTYPE, TYPE, NAME, ...) \
+  AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_ALL_TYPES_AND(SCALARTYPE, __VA_ARGS__))
+#define AT_DISPATCH_CASE_ALL_TYPES_AND2(SCALARTYPE1, SCALARTYPE2, ...) \
+  AT_DISPATCH_CASE_ALL_TYPES(__VA_ARGS__) AT_DISPATCH_CASE(SCALARTYPE1, __VA_ARGS__) AT_DISPATCH_CASE(SCALARTYPE2, __VA_ARGS__)
+#define AT_DISPATCH_ALL_TYPES_AND2(SCALARTYPE1, SCALARTYPE2, TYPE, NAME, ...) \
+  AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_ALL_TYPES_AND2(SCALARTYPE1, SCALARTYPE2, __VA_ARGS__))
 
 #include "cuda_torch_names.h"  // the torch:: names, as the other preludes give them

@@ -1,0 +1,143 @@
+"""Warm start for the CPU demo: supervised fine-tuning (TRL's SFTTrainer) of a small model on the
+demo corpus, so that it answers a corpus task with one of the corpus's submissions; its CLI is
+scripts/warm_start.py.
+
+The corpus (kernel_env/data/demo_corpus, README.md there) holds, for a few of the shipped small
+tasks, three real submissions each in the judge's format (C++ through load_inline, CPU device):
+`fast` (correct, faster than the PyTorch reference), `slow` (correct, slower) and `wrong` (builds and
+runs, wrong outputs). Each starts with a `# Plan:` line that names its approach in words shared by
+all tasks, so which variant an answer is comes from its first tokens. Trained on all three with
+equal weight, the model samples a mix of them: GRPO then has something to choose between, and the
+choice it learns on the train tasks carries to the held-out ones, whose answers start the same way.
+
+Prompts are the env's own first message (kernel_env/server/prompts.py) for the task, once without
+and a few times with a made-up timing profile: the real one carries measured times that differ from
+reset to reset, and the answer must not depend on them.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..compute_policy import for_level
+from ..server.prompts import build_problem
+from ..tasks import TaskSet
+
+CORPUS_DIR = Path(__file__).resolve().parents[1] / "data" / "demo_corpus"
+VARIANTS = ("fast", "slow", "wrong")
+
+
+@dataclass(frozen=True)
+class Submission:
+    task_id: str
+    variant: str
+    code: str
+
+    @property
+    def answer(self) -> str:
+        """The assistant's whole reply: the module in one python code block (what extract_code takes)."""
+        return f"```python\n{self.code.rstrip()}\n```"
+
+
+def load_corpus(corpus_dir: str | Path = CORPUS_DIR, tasks=None) -> list[Submission]:
+    """The corpus's submissions, `<level>__<task stem>.<variant>.py`, in task then variant order."""
+    out = []
+    for p in sorted(Path(corpus_dir).glob("*.py")):
+        stem, _, variant = p.name[: -len(".py")].rpartition(".")
+        if variant not in VARIANTS or "__" not in stem:
+            raise ValueError(f"demo corpus: bad file name {p.name} (expected LEVEL__TASK.VARIANT.py)")
+        task_id = stem.replace("__", "/", 1)
+        if tasks is None or task_id in tasks:
+            out.append(Submission(task_id, variant, p.read_text()))
+    return out
+
+
+def corpus_tasks(corpus_dir: str | Path = CORPUS_DIR) -> list[str]:
+    return sorted({s.task_id for s in load_corpus(corpus_dir)})
+
+
+def fake_profile(rng: random.Random) -> dict:
+    """A timing section shaped like the judge's task profile, with made-up numbers."""
+    t_ref = rng.uniform(0.05, 30.0)
+    t_min = t_ref * rng.uniform(0.02, 0.5)
+    return {"device_name": "cpu", "t_ref_ms": t_ref, "t_min_ms": t_min, "flops": rng.uniform(1e5, 1e9),
+            "bytes": rng.uniform(1e5, 1e8), "bound": rng.choice(["memory", "compute"]), "ref_roofline_frac": t_min / t_ref}
+
+
+def prompt(task_id: str, max_turns: int, profile: dict | None = None, kernelbench_dir: str = "") -> str:
+    """The env's first user message for `task_id` on the CPU device, as a reset would send it."""
+    task = TaskSet(kernelbench_dir or None).get(task_id)
+    return build_problem(task_id, task.source, profile, "cpu", max_turns, for_level(None, task.level))
+
+
+def sft_rows(subs: list[Submission], max_turns: int, prompts_per_answer: int = 3, seed: int = 0) -> list[dict]:
+    """Conversational prompt-completion rows (SFTTrainer trains on the completion only)."""
+    rng = random.Random(seed)
+    rows = []
+    for s in subs:
+        for k in range(prompts_per_answer):
+            text = prompt(s.task_id, max_turns, None if k == 0 else fake_profile(rng))
+            rows.append({"prompt": [{"role": "user", "content": text}],
+                         "completion": [{"role": "assistant", "content": s.answer}]})
+    return rows
+
+
+def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 30, learning_rate: float = 2e-3,
+               max_turns: int = 1, prompts_per_answer: int = 3, batch_size: int = 4, seed: int = 0,
+               tasks=None, corpus_dir: str | Path = CORPUS_DIR, log=print) -> dict:
+    """Fine-tune the model in `model_dir` on the corpus; save it (and its tokenizer) to `out_dir`.
+    Returns {"loss": final train loss, "rows": dataset rows, "seconds": ...}."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    subs = load_corpus(corpus_dir, tasks)
+    if not subs:
+        raise ValueError(f"no corpus submissions in {corpus_dir} for tasks {tasks}")
+    rows = sft_rows(subs, max_turns, prompts_per_answer, seed)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    longest = max(len(tok.apply_chat_template(r["prompt"] + r["completion"], tokenize=True, return_dict=False))
+                  for r in rows)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    cfg = SFTConfig(output_dir=str(out_dir), num_train_epochs=epochs, learning_rate=learning_rate,
+                    lr_scheduler_type="cosine", warmup_steps=0.05, per_device_train_batch_size=batch_size,
+                    max_length=longest, seed=seed, data_seed=seed, use_cpu=True, report_to="none",
+                    save_strategy="no", logging_steps=10, disable_tqdm=True, weight_decay=0.0)
+    trainer = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(rows), processing_class=tok)
+    log(f"warm start: {len(subs)} corpus answers x {prompts_per_answer} prompts = {len(rows)} rows "
+        f"(longest {longest} tokens), {epochs:g} epochs")
+    result = trainer.train()
+    trainer.save_model(str(out_dir))
+    tok.save_pretrained(str(out_dir))
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    return {"loss": losses[-1] if losses else result.training_loss, "rows": len(rows),
+            "seconds": result.metrics.get("train_runtime")}
+
+
+def variant_shares(model_dir: str | Path, task_id: str, max_turns: int = 1, corpus_dir: str | Path = CORPUS_DIR,
+                   model=None, tok=None) -> dict:
+    """How the model in `model_dir` splits its answers to `task_id` between the corpus's variants:
+    each variant's whole answer scored by the model (teacher-forced, the env's prompt without timing
+    numbers), normalised over the variants. Exact, no sampling: an unchanged model gives the same shares."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = tok or AutoTokenizer.from_pretrained(model_dir)
+    model = model or AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.eval()
+    msgs = [{"role": "user", "content": prompt(task_id, max_turns)}]
+    head = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False)
+    logp = {}
+    for s in load_corpus(corpus_dir, [task_id]):
+        ids = tok.apply_chat_template(msgs + [{"role": "assistant", "content": s.answer}], tokenize=True,
+                                      return_dict=False)
+        with torch.no_grad():
+            out = model(torch.tensor([ids])).logits[0, :-1].log_softmax(-1)
+        tgt = torch.tensor(ids[1:])
+        logp[s.variant] = out[len(head) - 1:].gather(1, tgt[len(head) - 1:, None]).sum().item()
+    top = max(logp.values())
+    z = sum(torch.exp(torch.tensor(v - top)).item() for v in logp.values())
+    return {v: torch.exp(torch.tensor(lp - top)).item() / z for v, lp in logp.items()}

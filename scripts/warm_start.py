@@ -1,0 +1,34 @@
+"""Warm-start a small model on the demo corpus with TRL's SFTTrainer (kernel_env/agent/warm_start.py).
+
+    python scripts/warm_start.py MODEL_DIR OUT_DIR [--epochs 30] [--learning-rate 2e-3] [--max-turns 1]
+"""
+from __future__ import annotations
+
+import argparse
+
+from kernel_env.agent.warm_start import corpus_tasks, variant_shares, warm_start
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("model_dir", help="the model to start from (e.g. from scripts/make_tiny_model.py)")
+    p.add_argument("out_dir")
+    p.add_argument("--epochs", type=float, default=30)
+    p.add_argument("--learning-rate", type=float, default=2e-3)
+    p.add_argument("--max-turns", type=int, default=1, help="as the env server will say in its prompt")
+    p.add_argument("--prompts-per-answer", type=int, default=3,
+                   help="each answer under its task's prompt without and with made-up timing numbers")
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tasks", nargs="*", default=None, help="only these corpus tasks (default: all)")
+    a = p.parse_args(argv)
+    r = warm_start(a.model_dir, a.out_dir, epochs=a.epochs, learning_rate=a.learning_rate, max_turns=a.max_turns,
+                   prompts_per_answer=a.prompts_per_answer, batch_size=a.batch_size, seed=a.seed, tasks=a.tasks)
+    print(f"warm start: final loss {r['loss']:.4f} after {r['seconds']:.0f} s; model written to {a.out_dir}")
+    for task in a.tasks or corpus_tasks():  # what GRPO starts from: the mix of variants the model answers with
+        shares = variant_shares(a.out_dir, task, a.max_turns)
+        print(f"  {task}: " + "  ".join(f"{v} {100 * x:.0f}%" for v, x in sorted(shares.items())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The native fault battery on the CPU device, under each sandbox: C++ host code (a static initializer
+and a function forward calls) forks orphans and a bounded fork bomb, writes into every cache the judge
+keeps, /dev and /dev/shm, leaves a System V segment, connects to a loopback listener of this test,
+looks for the judge's secrets in every /proc/*/environ, signals its parent and the judge, spins and
+segfaults. Each evaluation ends in a verdict, nothing is left behind (no process, no file outside its
+folder, no shared memory), and after the faults the judge still judges a submission correctly.
+
+The C++ is tests/native/native_host.py's (one build for the whole battery); the same host code with
+a CUDA kernel is in tests/native/*_cuda.py for the device check.
+"""
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import kernel_env
+from kernel_env.judge import Judge, JudgeConfig
+from kernel_env.judge.builds import build_key, intact
+from kernel_env.judge.sandbox import isolation
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "native"))
+from native_host import submission  # noqa: E402
+
+slow = pytest.mark.slow  # builds the battery's extension (~25 s, once), runs a judge per sandbox
+TASK = "level1/1_Small_ReLU"
+
+
+def _processes_named(prefix: str) -> list:
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and Path(f"/proc/{pid}/comm").read_text().startswith(prefix):
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                if stat[0] not in ("Z", "X"):
+                    out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def _sysv_keys() -> set:
+    try:
+        lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    except OSError:
+        return set()
+    return {int(line.split()[0]) for line in lines if line.split()}
+
+
+@slow
+@pytest.mark.parametrize("mode", ["bwrap", "unshare"])
+def test_native_host_code_leaves_nothing_behind(mode, cache_dir, monkeypatch):
+    try:
+        isolation(mode)
+    except RuntimeError:
+        pytest.skip(f"{mode} does not work on this machine (bwrap: not installed; unshare: needs root)")
+    tok = secrets.token_hex(4)
+    work = Path(tempfile.mkdtemp(prefix="kernel_env_test_native_"))
+    judge = Judge(JudgeConfig(device="cpu", cache_dir=cache_dir, sandbox=mode, build_slots=1, timing_budget_s=0.2,
+                              build_timeout_s=300, run_timeout_s=8, work_dir=work))
+    assert judge.isolation == mode
+    secret = f"kenv-secret-{tok}"
+    monkeypatch.setenv("KERNEL_ENV_TOKEN", secret)  # the judge's environment: no candidate may read it
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    srv.settimeout(0.2)
+    hits, stop = [], threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                srv.accept()[0].close()
+                hits.append(1)
+            except OSError:
+                pass
+
+    listener = threading.Thread(target=accept, daemon=True)
+    listener.start()
+    signalled = []
+    old_handler = signal.signal(signal.SIGUSR2, lambda *_: signalled.append(1))
+
+    ext_dir = cache_dir / "torch_extensions" / build_key(submission("any"))
+    module = ext_dir / "kernel_env_native_faults" / "kernel_env_native_faults.so"  # the published build
+    caches = [cache_dir / d for d in ("triton", "triton-judge", "triton-warm", "pycache", "pch", "torch_extensions",
+                                      "build-staging")]
+    for d in caches:
+        d.mkdir(parents=True, exist_ok=True)
+    shm, dev, tmp = Path(f"/dev/shm/kenv_native_{tok}"), Path(f"/dev/kenv_native_{tok}"), Path(f"/tmp/kenv_native_{tok}")
+    targets = [d / f"planted_{tok}" for d in caches] + [
+        shm, dev, tmp, Path(kernel_env.__file__).parent / f"planted_{tok}", work / f"planted_{tok}",
+        ext_dir / f"planted_{tok}"]
+    key = 0x4B450000 + secrets.randbelow(0xFFFF)
+    everything = "; ".join([f"orphan kenv_orphan{tok[:4]}", "bomb 20", f"sysv {key:x}", f"connect {srv.getsockname()[1]}",
+                            f"secret {secret}", f"signal {os.getpid()}", f"write {module}",
+                            *(f"write {t}" for t in targets)])
+    try:
+        # faults in forward, in the run process: each a clear verdict, nothing left
+        for name, plan, stage, kind in (("segfault", "orphan kenv_seg; bomb 10; segv -", "run", "crash"),
+                                        ("spinning kernel", "orphan kenv_spin; spin -", "run", "run_timeout")):
+            v = judge.evaluate_sync(TASK, submission(name, in_forward=plan))
+            assert (v.stage, v.error_kind) == (stage, kind), (name, v.feedback)
+            time.sleep(0.5)
+            assert not _processes_named("kenv_"), name
+            assert not list(work.iterdir()), name
+
+        # everything at load, in the build process and again in the run process: contained, and the
+        # judge (after the faults above) still judges it correctly
+        v = judge.evaluate_sync(TASK, submission("everything at load", at_load=everything))
+        assert (v.stage, v.correct) == ("timed", True), v.feedback  # not exit 42: no secret seen
+        time.sleep(0.5)
+        assert not [t for t in targets if t.exists()], "a write outside its folder landed"
+        assert not list(Path("/dev/shm").glob("kenv_native_*")), "a file in the host's /dev/shm outlived it"
+        assert key not in _sysv_keys(), "its System V segment outlived it"
+        assert not _processes_named("kenv_"), "a process it forked outlived it"
+        assert not hits, "it reached a socket outside its sandbox"
+        assert not signalled, "it signalled the judge"
+        assert module.stat().st_size > 0 and intact(ext_dir), "the published build changed"
+        assert not list(work.iterdir()), "evaluation folders left behind"
+    finally:
+        stop.set()
+        listener.join(5)
+        srv.close()
+        signal.signal(signal.SIGUSR2, old_handler)
+        for pid in _processes_named("kenv_"):  # what a failed run left: not for the next test
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for t in targets:
+            if t.exists() and t.is_file():
+                t.unlink()
+        if key in _sysv_keys():
+            subprocess.run(["ipcrm", "-M", str(key)], capture_output=True)

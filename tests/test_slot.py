@@ -1,0 +1,78 @@
+"""The device slot: how long it stood free before its holder took it, the shorter warm-up of a slot
+taken right after another one, the warm-up's own numbers, and the judge's clock of the slot."""
+import asyncio
+import tempfile
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from kernel_env import harness
+from kernel_env.judge import Judge, JudgeConfig
+from kernel_env.judge.devices import DeviceSlots
+
+from conftest import submission
+
+
+def test_a_slot_knows_how_long_the_device_stood_free_before_it():
+    async def go():
+        slots = DeviceSlots((0,))
+        async with slots.slot(0):
+            first = slots.free_before_s[0]
+        async with slots.slot(0):  # right after
+            second = slots.free_before_s[0]
+        await asyncio.sleep(0.2)
+        async with slots.slot(0):
+            third = slots.free_before_s[0]
+        return first, second, third
+    first, second, third = asyncio.run(go())
+    assert first == float("inf")  # the device never held a slot before
+    assert 0 <= second < 0.05
+    assert third >= 0.2
+
+
+def test_busy_warmup_only_right_after_another_slot_on_a_gpu():
+    def busy(free_before_s, **kw):
+        cfg = JudgeConfig(**{"device": "cuda", **kw})
+        slots = DeviceSlots((0,))
+        slots.free_before_s[0] = free_before_s
+        return Judge._busy_timing(SimpleNamespace(cfg=cfg, slots=slots), 0)
+
+    assert busy(0.01) is None                             # the default keeps warmup_s (busy_warmup_s = warmup_s)
+    assert busy(0.01, busy_warmup_s=0.05) == {"warmup_s": 0.05}
+    assert busy(0.01, busy_warmup_s=0.0) == {"warmup_s": 0.0}
+    assert busy(5.0, busy_warmup_s=0.05) is None          # the GPU idled in between: the full warm-up
+    assert busy(0.01, busy_warmup_s=0.2) is None          # no shorter than warmup_s: today's rule
+    assert busy(0.01, device="cpu") is None               # the CPU device has no clocks to keep up
+
+
+def test_time_calls_reports_its_warmup():
+    dev = torch.device("cpu")
+    flusher = harness.L2Flusher(dev, 1 << 16)
+    res = harness.time_calls(lambda: time.sleep(0.002), dev, warmup=3, min_calls=5, max_calls=500, budget_s=1.0,
+                             stable_rel=0.5, flusher=flusher, warmup_s=0.05)
+    assert res["warmup_calls"] >= 3 and res["warmup_s"] >= 0.05
+    res = harness.time_calls(lambda: torch.ones(64).sum(), dev, warmup=3, min_calls=5, max_calls=50, budget_s=1.0,
+                             stable_rel=0.5, flusher=flusher, warmup_s=0.0)
+    assert res["warmup_calls"] == 3  # no time floor: the calls alone
+
+
+@pytest.mark.slow
+def test_the_judge_clocks_the_whole_slot(cache_dir):
+    cfg = JudgeConfig(device="cpu", cache_dir=cache_dir, build_slots=1, timing_budget_s=0.3,
+                      work_dir=tempfile.mkdtemp(prefix="kernel_env_test_work_"))
+    t0 = time.monotonic()
+    v = Judge(cfg).evaluate_sync("level1/1_Small_ReLU", submission("relu_ok.py"))
+    assert v.correct, v.feedback
+    tm = v.timings
+    parts = ("prepare_s", "outputs_s", "timed_s", "done_s", "close_s", "reference_s")
+    assert all(tm[k] >= 0 for k in parts), tm
+    check = v.details["ref_phases"]["check"]["s"]
+    # the parts follow each other inside the slot, and the slot is inside the evaluation
+    assert sum(tm[k] for k in parts) + check <= tm["slot_s"] + 0.01
+    assert tm["slot_s"] <= time.monotonic() - t0
+    # the run process's timing: its warm-up is part of it
+    ph = v.details["run_phases"]
+    assert ph["warmup_calls"] >= cfg.warmup_calls and 0 < ph["warmup_s"] <= ph["timing_s"]
+    assert tm["timed_s"] >= ph["warmup_s"]
