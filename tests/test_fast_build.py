@@ -313,11 +313,13 @@ exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), {"__name__": "submi
 
 @pytest.mark.skipif(not __import__("shutil").which("nvcc"), reason="needs nvcc (CUDA toolkit; no GPU)")
 def test_shim_prelude_compiles_the_example_and_fault_kernels_without_torch_headers(tmp_path):
-    # nvcc compiles (no link, no GPU) each .cu as fast_build writes it under the shim prelude, with no
-    # torch include path at all: what it uses must be declared by the shim (the H200 check of these
+    # nvcc compiles (no link, no GPU) each .cu as fast_build writes it under the shim prelude, with
+    # torch's include folder but not its C++ API's: what it uses must be declared by the shim or come from
+    # torch's header-only pieces (torch/headeronly: c10::Half, the accessors) (the H200 check of these
     # modules at run time is docs/log/performance.md's; here only that they compile)
     import json
     from kernel_env.candidate.fast_build import INCLUDE_DIR
+    from torch.utils.cpp_extension import include_paths  # [0]: <torch>/include; [1], the C++ API's, not given
     files = sorted((ROOT / "examples" / "submissions").glob("*_cuda.py"))
     files += [ROOT / "tests" / "faults_cuda" / f for f in ("device_assert.py", "illegal_memory_access.py")]
     for f in files:
@@ -325,7 +327,7 @@ def test_shim_prelude_compiles_the_example_and_fault_kernels_without_torch_heade
         assert dump.returncode == 0, dump.stderr[-2000:]
         cu = tmp_path / f"{f.stem}.cu"
         cu.write_text("\n".join(light_cuda_source(json.loads(dump.stdout.strip().splitlines()[-1]), "shim")))
-        r = subprocess.run(["nvcc", f"-I{INCLUDE_DIR}", "-std=c++17", "-O3", "--expt-relaxed-constexpr",
+        r = subprocess.run(["nvcc", f"-I{INCLUDE_DIR}", f"-I{include_paths()[0]}", "-std=c++17", "-O3", "--expt-relaxed-constexpr",
                             "-gencode=arch=compute_90a,code=sm_90a", "--compiler-options", "-fPIC",
                             "-D_GLIBCXX_USE_CXX11_ABI=1", "-c", str(cu), "-o", str(cu.with_suffix(".o"))],
                            capture_output=True, text=True, timeout=300)
