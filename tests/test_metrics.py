@@ -181,18 +181,16 @@ def test_trainer_logs_the_new_keys():
     import sys
     sys.path.insert(0, str(ROOT))
     import grpo_kernel
-    trainer = SimpleNamespace(_metrics=defaultdict(lambda: defaultdict(list)), accelerator=SimpleNamespace(num_processes=1, is_main_process=False),
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(num_processes=1, is_main_process=False),
                               state=SimpleNamespace(global_step=1))
     eps = [dict(_ep(_t(speedup=2.0, kernel_share=0.5), task="a"), ended="done"),
            dict(_ep(_t("build", False), task="a"), ended="done")]
-    grpo_kernel.log_episodes(trainer, "train", eps, "/nonexistent/suspicious.jsonl")
-    m = trainer._metrics["train"]
-    assert m["kernel/fast_1.2_pct"] == [50.0] and m["kernel/fast_2.0_pct"] == [0.0] and m["kernel/pass@1"] == [50.0]
-    assert m["kernel/geomean_speedup"] == [2.0] and m["kernel/mean_kernel_share"] == [0.5]
-    assert m["kernel/pass@2"] == [100.0]  # two samples of the task
-    assert m["kernel/correct_pct"] == [50.0] and m["kernel/turns"] == [1.0]
+    # the metrics the rollout returns, which the reward function logs through TRL's log_metric
+    m = grpo_kernel.log_episodes(trainer, "train", eps, "/nonexistent/suspicious.jsonl")
+    assert m["kernel/fast_1.2_pct"] == 50.0 and m["kernel/fast_2.0_pct"] == 0.0 and m["kernel/pass@1"] == 50.0
+    assert m["kernel/geomean_speedup"] == 2.0 and m["kernel/mean_kernel_share"] == 0.5
+    assert m["kernel/pass@2"] == 100.0  # two samples of the task
+    assert m["kernel/correct_pct"] == 50.0 and m["kernel/turns"] == 1.0
     # None values are not logged
-    trainer._metrics.clear()
-    grpo_kernel.log_episodes(trainer, "eval", [dict(_ep(_t("build", False)), ended="done")], "/nonexistent/s.jsonl")
-    m = trainer._metrics["eval"]
-    assert "kernel/geomean_speedup" not in m and "kernel/mean_kernel_share" not in m and m["kernel/fast_0_pct"] == [0.0]
+    m = grpo_kernel.log_episodes(trainer, "eval", [dict(_ep(_t("build", False)), ended="done")], "/nonexistent/s.jsonl")
+    assert "kernel/geomean_speedup" not in m and "kernel/mean_kernel_share" not in m and m["kernel/fast_0_pct"] == 0.0
