@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 
