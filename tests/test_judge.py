@@ -37,12 +37,14 @@ def _children_of_us():
             and "kernel_env.judge.bytecode_cache" not in l]
 
 
-def _candidates_gone(keep=("reference_worker",), within_s: float = 10.0) -> list:
+def _candidates_gone(keep=("reference_worker",), judge=None, within_s: float = 10.0) -> list:
     """The candidate processes still children of this one, after waiting up to `within_s` for a killed
-    sandbox (bwrap tearing down its namespaces) to exit: [] when all are gone."""
+    sandbox (bwrap tearing down its namespaces) to exit: [] when all are gone. `judge`: its idle
+    processes (started for the next evaluation, no candidate's code in them) are not leftovers."""
     deadline = time.monotonic() + within_s
     while True:
-        left = [p for p in _children_of_us() if not any(k in p for k in keep)]
+        idle = {str(p.proc.pid) for ps in judge.pools.idle.values() for p in ps} if judge is not None else set()
+        left = [p for p in _children_of_us() if not any(k in p for k in keep) and p.split()[0] not in idle]
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
@@ -229,17 +231,20 @@ def test_build_processes_run_at_a_lower_priority(tmp_path):
 
 @slow
 def test_cancelled_evaluation_leaves_nothing_behind(cache_dir):
-    judge = make_judge(cache_dir, run_timeout_s=60)
+    judge = make_judge(cache_dir, run_timeout_s=600, run_step_floor_s=600, run_first_call_s=600)
 
     async def go():
-        t = asyncio.ensure_future(judge.evaluate("level1/1_Small_ReLU", submission("relu_hang.py")))
-        await asyncio.sleep(8)  # built (cached) and spinning by now
-        t.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await t
-        # the candidate's processes are gone; the judge's reference worker stays for the next one
-        assert await asyncio.to_thread(_candidates_gone) == []
-        await judge.aclose()
+        try:
+            t = asyncio.ensure_future(judge.evaluate("level1/1_Small_ReLU", submission("relu_hang.py")))
+            await asyncio.sleep(8)  # building or spinning by now; its deadlines are minutes away
+            assert not t.done()
+            t.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await t
+            # the candidate's processes are gone; the judge's reference worker and idle processes stay
+            assert await asyncio.to_thread(_candidates_gone, judge=judge) == []
+        finally:
+            await judge.aclose()
 
     asyncio.run(go())
     assert _candidates_gone(keep=()) == [] and not _leftovers(judge)

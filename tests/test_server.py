@@ -192,7 +192,9 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = Server(tmp_path_factory.mktemp("kernel_env_server"), "--max-turns", "2").wait_ready()
+    # a spinning candidate keeps spinning until a test cuts it (its run deadlines are far away)
+    srv = Server(tmp_path_factory.mktemp("kernel_env_server"), "--max-turns", "2", "--run-step-floor-s", "600",
+                 "--run-first-call-s", "600").wait_ready()
     yield srv
     srv.stop()
 
