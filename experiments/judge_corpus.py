@@ -50,7 +50,7 @@ async def run(args) -> list[dict]:
             row = {"task": s.task_id, "variant": s.variant, "stage": v.stage, "error_kind": v.error_kind,
                    "correct": v.correct, "speedup": v.speedup, "t_new_ms": v.t_new_ms, "t_ref_ms": v.t_ref_ms,
                    "as_written": as_written(s.variant, v), "seconds": round(time.monotonic() - t, 1),
-                   "feedback": (v.feedback or "")[:200]}
+                   "feedback": (v.feedback or "")[:200], "timings": v.timings}
             print(f"{s.task_id:40s} {s.variant:6s} {v.stage:12s} {str(v.error_kind or ''):18s} "
                   f"{'' if v.speedup is None else f'{v.speedup:7.3f}x'}  {'ok' if row['as_written'] else 'NOT AS WRITTEN'}"
                   f"  ({row['seconds']} s)", flush=True)

@@ -1,6 +1,6 @@
 """Warm-start a small model on the demo corpus with TRL's SFTTrainer (kernel_env/agent/warm_start.py).
 
-    python scripts/warm_start.py MODEL_DIR OUT_DIR [--epochs 30] [--learning-rate 2e-3] [--max-turns 1]
+    python scripts/warm_start.py MODEL_DIR OUT_DIR [--epochs 40] [--learning-rate 5e-3] [--max-turns 1]
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model_dir", help="the model to start from (e.g. from scripts/make_tiny_model.py)")
     p.add_argument("out_dir")
-    p.add_argument("--epochs", type=float, default=30)
-    p.add_argument("--learning-rate", type=float, default=2e-3)
+    p.add_argument("--epochs", type=float, default=40)
+    p.add_argument("--learning-rate", type=float, default=5e-3)
     p.add_argument("--max-turns", type=int, default=1, help="as the env server will say in its prompt")
     p.add_argument("--prompts-per-answer", type=int, default=3,
                    help="each answer under its task's prompt without and with made-up timing numbers")

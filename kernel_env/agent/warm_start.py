@@ -83,7 +83,7 @@ def sft_rows(subs: list[Submission], max_turns: int, prompts_per_answer: int = 3
     return rows
 
 
-def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 30, learning_rate: float = 2e-3,
+def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40, learning_rate: float = 5e-3,
                max_turns: int = 1, prompts_per_answer: int = 3, batch_size: int = 4, seed: int = 0,
                tasks=None, corpus_dir: str | Path = CORPUS_DIR, log=print) -> dict:
     """Fine-tune the model in `model_dir` on the corpus; save it (and its tokenizer) to `out_dir`.
@@ -105,7 +105,10 @@ def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 30
     cfg = SFTConfig(output_dir=str(out_dir), num_train_epochs=epochs, learning_rate=learning_rate,
                     lr_scheduler_type="cosine", warmup_steps=0.05, per_device_train_batch_size=batch_size,
                     max_length=longest, seed=seed, data_seed=seed, use_cpu=True, report_to="none",
-                    save_strategy="no", logging_steps=10, disable_tqdm=True, weight_decay=0.0)
+                    save_strategy="no", logging_steps=max(1, round(epochs * -(-len(rows) // batch_size) / 8)), disable_tqdm=True, weight_decay=0.0,
+                    # TRL's defaults for GPUs: bf16 autocast on a CPU without bf16 units made each step
+                    # ~5x slower; recomputing activations buys memory a model this small does not need
+                    bf16=False, gradient_checkpointing=False)
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(rows), processing_class=tok)
     log(f"warm start: {len(subs)} corpus answers x {prompts_per_answer} prompts = {len(rows)} rows "
         f"(longest {longest} tokens), {epochs:g} epochs")

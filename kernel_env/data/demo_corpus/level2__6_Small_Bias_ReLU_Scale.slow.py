@@ -1,27 +1,28 @@
-# Plan: a plain scalar loop in double precision, default flags.
+# Plan: row by row, a Python loop around the fused kernel.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 cpp_src = r"""
 #include <torch/extension.h>
-#include <vector>
-torch::Tensor bias_relu_scale_slow(torch::Tensor x, torch::Tensor bias, double scale) {
+#include <algorithm>
+// y = clamp((x * a + b) * m, lo, hi), b broadcast over the rows: one pass, one read, one write
+torch::Tensor fused_affine_clamp(torch::Tensor x, torch::Tensor b, double a, double m, double lo, double hi) {
     x = x.contiguous();
-    bias = bias.contiguous();
+    b = b.contiguous();
     auto y = torch::empty_like(x);
-    const int64_t C = bias.numel(), N = x.numel();
+    const int64_t C = b.numel(), R = x.numel() / C;
     const float* px = x.data_ptr<float>();
-    const float* pb = bias.data_ptr<float>();
+    const float* pb = b.data_ptr<float>();
     float* py = y.data_ptr<float>();
-    std::vector<double> t(N);
-    for (int64_t i = 0; i < N; ++i) t[i] = (double)px[i] + pb[i % C];
-    for (int64_t i = 0; i < N; ++i) t[i] = t[i] > 0.0 ? t[i] : 0.0;
-    for (int64_t i = 0; i < N; ++i) py[i] = (float)(t[i] * scale);
+    const float fa = (float)a, fm = (float)m, l = (float)lo, h = (float)hi;
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c)
+            py[r * C + c] = std::min(std::max((px[r * C + c] * fa + pb[c]) * fm, l), h);
     return y;
 }
 """
-ext = load_inline(name="demo_brs_slow", cpp_sources=cpp_src, functions=["bias_relu_scale_slow"])
+ext = load_inline(name="demo_fused", cpp_sources=cpp_src, functions=["fused_affine_clamp"], extra_cflags=["-O3"])
 
 
 class ModelNew(nn.Module):
@@ -31,4 +32,4 @@ class ModelNew(nn.Module):
         self.bias = nn.Parameter(torch.randn(1024) * 0.1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ext.bias_relu_scale_slow(x, self.bias, self.scale)
+        return torch.stack([ext.fused_affine_clamp(row, self.bias, 1.0, self.scale, 0.0, float("inf")) for row in x])
