@@ -5,13 +5,13 @@
 # The corpus (kernel_env/data/demo_corpus) answers three of the shipped small tasks three ways each:
 # fast, correct but slow, wrong. The warm-started model samples a mix of them; GRPO trains on two of
 # the tasks and its eval, like the baseline, runs on the third (held out from GRPO).
-#   bash scripts/demo.sh        # RUN=runs/demo STEPS=10 EVAL_STEPS=5 SEED=0 PYTHON=python by default
+#   bash scripts/demo.sh        # RUN=runs/demo STEPS=12 EVAL_STEPS=4 SEED=0 PYTHON=python by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
 RUN=${RUN:-runs/demo}
-STEPS=${STEPS:-10}
-EVAL_STEPS=${EVAL_STEPS:-5}
+STEPS=${STEPS:-12}
+EVAL_STEPS=${EVAL_STEPS:-4}
 SEED=${SEED:-0}
 TEMPERATURE=0.7
 # a lighter timing than the judge's defaults (which are for GPUs): fast and slow answers differ ~10x here
