@@ -105,7 +105,8 @@ def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40
     cfg = SFTConfig(output_dir=str(out_dir), num_train_epochs=epochs, learning_rate=learning_rate,
                     lr_scheduler_type="cosine", warmup_steps=0.05, per_device_train_batch_size=batch_size,
                     max_length=longest, seed=seed, data_seed=seed, use_cpu=True, report_to="none",
-                    save_strategy="no", logging_steps=max(1, round(epochs * -(-len(rows) // batch_size) / 8)), disable_tqdm=True, weight_decay=0.0,
+                    save_strategy="no", disable_tqdm=True, weight_decay=0.0,
+                    logging_steps=max(1, round(epochs * -(-len(rows) // batch_size) / 8)),  # ~8 loss lines
                     # TRL's defaults for GPUs: bf16 autocast on a CPU without bf16 units made each step
                     # ~5x slower; recomputing activations buys memory a model this small does not need
                     bf16=False, gradient_checkpointing=False)
