@@ -18,14 +18,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
 
-from h200_hardening_check import task_folder  # noqa: E402
 from kernel_env.agent.warm_start import load_corpus  # noqa: E402
 from kernel_env.judge import JudgeConfig  # noqa: E402
 from kernel_env.judge.config import default_cache_dir  # noqa: E402
 from kernel_env.judge.service import Judge  # noqa: E402
-from kernel_env.tasks import TaskSet  # noqa: E402
+from kernel_env.tasks import TaskSet, task_folder  # noqa: E402
 
 
 def as_written(variant: str, v) -> bool:

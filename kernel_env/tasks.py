@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -58,6 +60,21 @@ def resolve_root(kernelbench_dir: str | os.PathLike | None) -> Path:
         if any((cand / f"level{n}").is_dir() for n in SUPPORTED_LEVELS):
             return cand.resolve()
     raise TaskError(f"no level1/ level2/ level3/ folders in {raw} (nor in {raw}/KernelBench)")
+
+
+def task_folder(task_ids, kernelbench_dir: str | os.PathLike | None) -> Path:
+    """A new folder with the small tasks plus the KernelBench files of `task_ids` that are not small
+    tasks, for a TaskSet that needs both (the device checks, the corpus judge)."""
+    folder = Path(tempfile.mkdtemp(prefix="kernel_env_tasks_"))
+    shutil.copytree(BUILTIN_TASKS_DIR, folder, dirs_exist_ok=True)
+    kb = resolve_root(kernelbench_dir) if kernelbench_dir else None
+    for tid in sorted(task_ids):
+        dst = folder / f"{tid}.py"
+        if not dst.exists():
+            if kb is None or not (kb / f"{tid}.py").exists():
+                raise TaskError(f"task {tid} is not a small task: pass --kernelbench-dir (or $KERNELBENCH_DIR)")
+            shutil.copy(kb / f"{tid}.py", dst)
+    return folder
 
 
 def _check_levels(levels) -> tuple[int, ...]:

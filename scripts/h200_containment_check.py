@@ -38,7 +38,8 @@ from kernel_env.judge import Judge, JudgeConfig, deadlines  # noqa: E402
 from kernel_env.judge.config import default_cache_dir  # noqa: E402
 from kernel_env.tasks import TaskSet  # noqa: E402
 from bench.workload import submission  # noqa: E402  (a test file as the judge gets it: tests/cases.py)
-from h200_hardening_check import candidate_processes, device_memory_used, task_folder  # noqa: E402
+from h200_hardening_check import candidate_processes, device_memory_used  # noqa: E402
+from kernel_env.tasks import task_folder  # noqa: E402
 
 MEM_SLACK = 256 << 20
 LOOP_AT_IMPORT = "\nwhile True:\n    pass\n\n\nclass ModelNew("

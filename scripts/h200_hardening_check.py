@@ -39,7 +39,7 @@ from kernel_env.agent.local_server import LocalEnvServer  # noqa: E402
 from kernel_env import KernelAction, KernelEnv  # noqa: E402
 from kernel_env.judge.config import default_cache_dir  # noqa: E402
 from kernel_env.judge.builds import build_key  # noqa: E402
-from kernel_env.tasks import BUILTIN_TASKS_DIR, resolve_root, split_of  # noqa: E402
+from kernel_env.tasks import split_of, task_folder  # noqa: E402
 from bench.workload import submission  # noqa: E402  (a test file as the judge gets it: tests/cases.py)
 
 HONEST = {"cuda": ("level1/19_ReLU", ROOT / "examples/submissions/19_ReLU_cuda.py"),
@@ -86,20 +86,6 @@ def load_cases(device: str) -> list[dict]:
 
 
 # ---------------------------------------------------------------- setup
-def task_folder(task_ids: set, kernelbench_dir: str) -> Path:
-    """The small tasks, plus the KernelBench files of the tasks the cases need, in one folder."""
-    folder = Path(tempfile.mkdtemp(prefix="kernel_env_hardening_tasks_"))
-    shutil.copytree(BUILTIN_TASKS_DIR, folder, dirs_exist_ok=True)
-    kb = resolve_root(kernelbench_dir) if kernelbench_dir else None
-    for tid in sorted(task_ids):
-        dst = folder / f"{tid}.py"
-        if not dst.exists():
-            if kb is None or not (kb / f"{tid}.py").exists():
-                raise SystemExit(f"task {tid} is not a small task: pass --kernelbench-dir (or $KERNELBENCH_DIR)")
-            shutil.copy(kb / f"{tid}.py", dst)
-    return folder
-
-
 def through_load_inline(source: str) -> str | None:
     """The module up to its last load_inline statement: builds the extension, runs nothing else
     (oom_at_import.py would take the GPU's memory)."""
