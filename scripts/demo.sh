@@ -17,7 +17,7 @@ TEMPERATURE=0.7
 # a lighter timing than the judge's defaults (which are for GPUs): fast and slow answers differ ~10x here
 ENV_ARGS="--max-turns 1 --stats-interval-s 0 --timing-budget-s 0.3 --l2-flush-bytes 4194304 --quiet-warmup-s 0.2 --quiet-min-wall-s 0.1 --timing-attempts 2"
 # one judge cache for every stage's server: a kernel source is built once for the whole demo
-export KERNEL_ENV_CACHE=${KERNEL_ENV_CACHE:-$RUN/judge-cache}
+export KERNEL_ENV_CACHE=${KERNEL_ENV_CACHE:-$(realpath -m "$RUN")/judge-cache}
 t0=$SECONDS
 stage() { echo "== demo [$((SECONDS - t0)) s] $*"; }
 

@@ -9,7 +9,8 @@ from ..compute_policy import parse as parse_policy
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("KERNEL_ENV_CACHE", Path.home() / ".cache" / "kernel_env"))
+    # absolute: sandboxes bind it by path and run in folders of their own, where a relative one is not found
+    return Path(os.environ.get("KERNEL_ENV_CACHE", Path.home() / ".cache" / "kernel_env")).absolute()
 
 
 @dataclass
