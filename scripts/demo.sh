@@ -5,17 +5,33 @@
 # The corpus (kernel_env/data/demo_corpus) answers three of the shipped small tasks three ways each:
 # fast, correct but slow, wrong. The warm-started model samples a mix of them; GRPO trains on two of
 # the tasks and its eval, like the baseline, runs on the third (held out from GRPO).
-#   bash scripts/demo.sh        # RUN=runs/demo STEPS=12 EVAL_STEPS=4 SEED=0 PYTHON=python by default
+#   bash scripts/demo.sh        # RUN=runs/demo STEPS=12 EVAL_STEPS=4 SEED=0 PYTHON=python REPORT_TO=tensorboard by default
+# On a GPU box, DEVICE=cuda runs the same recipe on the GPU env: the corpus's CUDA answers
+# (kernel_env/data/demo_corpus_cuda), a larger model, more steps, training on the GPU:
+#   DEVICE=cuda bash scripts/demo.sh   # STEPS=30 EVAL_STEPS=5 by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
 RUN=${RUN:-runs/demo}
-STEPS=${STEPS:-12}
-EVAL_STEPS=${EVAL_STEPS:-4}
 SEED=${SEED:-0}
+DEVICE=${DEVICE:-cpu}
 TEMPERATURE=0.7
-# a lighter timing than the judge's defaults (which are for GPUs): fast and slow answers differ ~10x here
-ENV_ARGS="--max-turns 1 --stats-interval-s 0 --timing-budget-s 0.3 --l2-flush-bytes 4194304 --quiet-warmup-s 0.2 --quiet-min-wall-s 0.1 --timing-attempts 2"
+if [ "$DEVICE" = cuda ]; then
+  STEPS=${STEPS:-30}
+  EVAL_STEPS=${EVAL_STEPS:-5}
+  MODEL_ARGS="--hidden 256 --layers 4 --heads 8 --kv-heads 4"
+  ENV_ARGS="--max-turns 1 --stats-interval-s 0"  # the judge's own GPU timing
+  TRAIN_ARGS="--local_env_device cuda --dtype float32 --bf16 false"
+elif [ "$DEVICE" = cpu ]; then
+  STEPS=${STEPS:-12}
+  EVAL_STEPS=${EVAL_STEPS:-4}
+  MODEL_ARGS=""
+  # a lighter timing than the judge's defaults (which are for GPUs): fast and slow answers differ ~10x here
+  ENV_ARGS="--max-turns 1 --stats-interval-s 0 --timing-budget-s 0.3 --l2-flush-bytes 4194304 --quiet-warmup-s 0.2 --quiet-min-wall-s 0.1 --timing-attempts 2"
+  TRAIN_ARGS="--local_env_device cpu --use_cpu --dtype float32 --bf16 false"
+else
+  echo "DEVICE must be cpu or cuda, not '$DEVICE'" >&2; exit 2
+fi
 # one judge cache for every stage's server: a kernel source is built once for the whole demo
 export KERNEL_ENV_CACHE=${KERNEL_ENV_CACHE:-$(realpath -m "$RUN")/judge-cache}
 t0=$SECONDS
@@ -26,14 +42,14 @@ mkdir -p "$RUN"
 echo '["level2/4_Small_Scale_Shift_ReLU", "level2/6_Small_Bias_ReLU_Scale"]' > "$RUN/train_tasks.json"
 
 stage "1/5 a tiny model with a tokenizer made here"
-"$PY" scripts/make_tiny_model.py "$RUN/tiny-model" --line-tokens --seed "$SEED"
+"$PY" scripts/make_tiny_model.py "$RUN/tiny-model" --line-tokens --device "$DEVICE" --seed "$SEED" $MODEL_ARGS
 
 stage "2/5 warm start on the demo corpus (SFT)"
-"$PY" scripts/warm_start.py "$RUN/tiny-model" "$RUN/warm" --seed "$SEED"
+"$PY" scripts/warm_start.py "$RUN/tiny-model" "$RUN/warm" --device "$DEVICE" --seed "$SEED"
 
 stage "3/5 baseline: the warm-started model on the held-out task"
-"$PY" baseline_eval.py --env_url local --local_env_args "$ENV_ARGS" --levels 2 \
-  --policy transformers --model "$RUN/warm" --device cpu --dtype float32 --max_tokens 256 \
+"$PY" baseline_eval.py --env_url local --local_env_device "$DEVICE" --local_env_args "$ENV_ARGS" --levels 2 \
+  --policy transformers --model "$RUN/warm" --device "$DEVICE" --dtype float32 --max_tokens 256 \
   --temperature "$TEMPERATURE" --samples 8 --out "$RUN/baseline" --no_progress
 
 stage "4/5 GRPO on the two train tasks, eval on the held-out one every $EVAL_STEPS steps"
@@ -42,7 +58,7 @@ stage "4/5 GRPO on the two train tasks, eval on the held-out one every $EVAL_STE
   --num_generations 8 --per_device_train_batch_size 8 --per_device_eval_batch_size 8 \
   --max_completion_length 256 --temperature "$TEMPERATURE" --learning_rate 5e-4 --beta 0.04 --lr_scheduler_type constant \
   --eval_strategy steps --eval_steps "$EVAL_STEPS" --logging_steps 1 --save_strategy no \
-  --report_to tensorboard --use_cpu --dtype float32 --bf16 false --gradient_checkpointing false --seed "$SEED"
+  --report_to "${REPORT_TO:-tensorboard}" $TRAIN_ARGS --gradient_checkpointing false --seed "$SEED"
 
 stage "5/5 the report"
 "$PY" report.py "$RUN/grpo" --baseline "$RUN/baseline/summary.json"

@@ -26,9 +26,11 @@ def main(argv=None) -> None:
     p.add_argument("--intermediate", type=int, default=0, help="MLP width (0 = 2 x hidden)")
     p.add_argument("--line-tokens", action="store_true",
                    help="a tokenizer whose merges may span whole lines (the demo: short sequences on CPU)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="with --line-tokens: the env device whose demo corpus and prompts get whole-line tokens")
     a = p.parse_args(argv)
     out = build(a.out_dir, a.vocab_size, a.hidden, a.layers, a.max_positions, a.seed, a.heads, a.kv_heads,
-                a.intermediate, a.line_tokens)
+                a.intermediate, a.line_tokens, a.device)
     print(f"tiny model written to {out}")
 
 

@@ -31,7 +31,7 @@ def corpus_files() -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
-def build_tokenizer(vocab_size: int, line_tokens: bool = False):
+def build_tokenizer(vocab_size: int, line_tokens: bool = False, device: str = "cpu"):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -54,9 +54,9 @@ def build_tokenizer(vocab_size: int, line_tokens: bool = False):
     for task in TaskSet().tasks.values():
         texts.append(build_problem(task.task_id, task.source, None, "cpu", 4))
     if line_tokens:  # the demo's answers and prompts, weighted so that each of their lines is merged whole
-        from .warm_start import load_corpus, prompt
-        subs = load_corpus()
-        texts += [s.answer for s in subs] * 8 + [prompt(s.task_id, 1) for s in subs] * 8
+        from .warm_start import corpus_dir_for, load_corpus, prompt
+        subs = load_corpus(corpus_dir_for(device))
+        texts += [s.answer for s in subs] * 8 + [prompt(s.task_id, 1, device=device) for s in subs] * 8
     tok.train_from_iterator(texts, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    additional_special_tokens=["<|im_start|>"], model_max_length=1 << 30)
@@ -66,13 +66,14 @@ def build_tokenizer(vocab_size: int, line_tokens: bool = False):
 
 def build(out_dir: str | Path, vocab_size: int = 2048, hidden: int = 64, layers: int = 2,
           max_positions: int = 8192, seed: int = 0, heads: int = 4, kv_heads: int = 2,
-          intermediate: int = 0, line_tokens: bool = False) -> Path:
+          intermediate: int = 0, line_tokens: bool = False, device: str = "cpu") -> Path:
+    """`device` ("cpu" or "cuda"): whose demo corpus and env prompts the line tokens are made for."""
     import torch
     from transformers import GenerationConfig, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tok = build_tokenizer(vocab_size, line_tokens)
+    tok = build_tokenizer(vocab_size, line_tokens, device)
     eos, pad = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
     # transformers loads a Qwen2 model's tokenizer as Qwen2Tokenizer, which puts back its word-level
     # pre-tokenizer; a Mistral model's loads tokenizer.json as written (the line tokens stay)

@@ -1,9 +1,10 @@
-"""Warm start for the CPU demo: supervised fine-tuning (TRL's SFTTrainer) of a small model on the
+"""Warm start for the demo: supervised fine-tuning (TRL's SFTTrainer) of a small model on the
 demo corpus, so that it answers a corpus task with one of the corpus's submissions; its CLI is
 scripts/warm_start.py.
 
 The corpus (kernel_env/data/demo_corpus, README.md there) holds, for a few of the shipped small
-tasks, three real submissions each in the judge's format (C++ through load_inline, CPU device):
+tasks, three real submissions each in the judge's format (C++ through load_inline for the CPU device;
+kernel_env/data/demo_corpus_cuda the same answers with a CUDA kernel, for the GPU device):
 `fast` (correct, faster than the PyTorch reference), `slow` (correct, slower) and `wrong` (builds and
 runs, wrong outputs). Each starts with a `# Plan:` line that names its approach in words shared by
 all tasks, so which variant an answer is comes from its first tokens. Trained on all three with
@@ -25,6 +26,7 @@ from ..server.prompts import build_problem
 from ..tasks import TaskSet
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "data" / "demo_corpus"
+CORPORA = {"cpu": CORPUS_DIR, "cuda": CORPUS_DIR.with_name("demo_corpus_cuda")}  # by the env server's device
 VARIANTS = ("fast", "slow", "wrong")
 
 
@@ -38,6 +40,12 @@ class Submission:
     def answer(self) -> str:
         """The assistant's whole reply: the module in one python code block (what extract_code takes)."""
         return f"```python\n{self.code.rstrip()}\n```"
+
+
+def corpus_dir_for(device: str) -> Path:
+    if device not in CORPORA:
+        raise ValueError(f"no demo corpus for device {device!r}: use one of {sorted(CORPORA)}")
+    return CORPORA[device]
 
 
 def load_corpus(corpus_dir: str | Path = CORPUS_DIR, tasks=None) -> list[Submission]:
@@ -57,27 +65,29 @@ def corpus_tasks(corpus_dir: str | Path = CORPUS_DIR) -> list[str]:
     return sorted({s.task_id for s in load_corpus(corpus_dir)})
 
 
-def fake_profile(rng: random.Random) -> dict:
+def fake_profile(rng: random.Random, device: str = "cpu") -> dict:
     """A timing section shaped like the judge's task profile, with made-up numbers."""
     t_ref = rng.uniform(0.05, 30.0)
     t_min = t_ref * rng.uniform(0.02, 0.5)
-    return {"device_name": "cpu", "t_ref_ms": t_ref, "t_min_ms": t_min, "flops": rng.uniform(1e5, 1e9),
+    return {"device_name": "cpu" if device == "cpu" else "NVIDIA GPU", "t_ref_ms": t_ref, "t_min_ms": t_min, "flops": rng.uniform(1e5, 1e9),
             "bytes": rng.uniform(1e5, 1e8), "bound": rng.choice(["memory", "compute"]), "ref_roofline_frac": t_min / t_ref}
 
 
-def prompt(task_id: str, max_turns: int, profile: dict | None = None, kernelbench_dir: str = "") -> str:
-    """The env's first user message for `task_id` on the CPU device, as a reset would send it."""
+def prompt(task_id: str, max_turns: int, profile: dict | None = None, kernelbench_dir: str = "",
+           device: str = "cpu") -> str:
+    """The env's first user message for `task_id` on `device` ("cpu" or "cuda"), as a reset would send it."""
     task = TaskSet(kernelbench_dir or None).get(task_id)
-    return build_problem(task_id, task.source, profile, "cpu", max_turns, for_level(None, task.level))
+    return build_problem(task_id, task.source, profile, device, max_turns, for_level(None, task.level))
 
 
-def sft_rows(subs: list[Submission], max_turns: int, prompts_per_answer: int = 3, seed: int = 0) -> list[dict]:
+def sft_rows(subs: list[Submission], max_turns: int, prompts_per_answer: int = 3, seed: int = 0,
+             device: str = "cpu") -> list[dict]:
     """Conversational prompt-completion rows (SFTTrainer trains on the completion only)."""
     rng = random.Random(seed)
     rows = []
     for s in subs:
         for k in range(prompts_per_answer):
-            text = prompt(s.task_id, max_turns, None if k == 0 else fake_profile(rng))
+            text = prompt(s.task_id, max_turns, None if k == 0 else fake_profile(rng, device), device=device)
             rows.append({"prompt": [{"role": "user", "content": text}],
                          "completion": [{"role": "assistant", "content": s.answer}]})
     return rows
@@ -85,18 +95,20 @@ def sft_rows(subs: list[Submission], max_turns: int, prompts_per_answer: int = 3
 
 def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40, learning_rate: float = 5e-3,
                max_turns: int = 1, prompts_per_answer: int = 3, batch_size: int = 4, seed: int = 0,
-               tasks=None, corpus_dir: str | Path = CORPUS_DIR, log=print) -> dict:
-    """Fine-tune the model in `model_dir` on the corpus; save it (and its tokenizer) to `out_dir`.
+               tasks=None, device: str = "cpu", log=print) -> dict:
+    """Fine-tune the model in `model_dir` on `device`'s corpus, with that device's prompts, training on
+    that device; save it (and its tokenizer) to `out_dir`.
     Returns {"loss": final train loss, "rows": dataset rows, "seconds": ...}."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
+    corpus_dir = corpus_dir_for(device)
     subs = load_corpus(corpus_dir, tasks)
     if not subs:
         raise ValueError(f"no corpus submissions in {corpus_dir} for tasks {tasks}")
-    rows = sft_rows(subs, max_turns, prompts_per_answer, seed)
+    rows = sft_rows(subs, max_turns, prompts_per_answer, seed, device)
     tok = AutoTokenizer.from_pretrained(model_dir)
     longest = max(len(tok.apply_chat_template(r["prompt"] + r["completion"], tokenize=True, return_dict=False))
                   for r in rows)
@@ -104,7 +116,7 @@ def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     cfg = SFTConfig(output_dir=str(out_dir), num_train_epochs=epochs, learning_rate=learning_rate,
                     lr_scheduler_type="cosine", warmup_steps=0.05, per_device_train_batch_size=batch_size,
-                    max_length=longest, seed=seed, data_seed=seed, use_cpu=True, report_to="none",
+                    max_length=longest, seed=seed, data_seed=seed, use_cpu=device == "cpu", report_to="none",
                     save_strategy="no", disable_tqdm=True, weight_decay=0.0,
                     logging_steps=max(1, round(epochs * -(-len(rows) // batch_size) / 8)),  # ~8 loss lines
                     # TRL's defaults for GPUs: bf16 autocast on a CPU without bf16 units made each step
@@ -121,21 +133,22 @@ def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40
             "seconds": result.metrics.get("train_runtime")}
 
 
-def variant_shares(model_dir: str | Path, task_id: str, max_turns: int = 1, corpus_dir: str | Path = CORPUS_DIR,
+def variant_shares(model_dir: str | Path, task_id: str, max_turns: int = 1, device: str = "cpu",
                    model=None, tok=None) -> dict:
     """How the model in `model_dir` splits its answers to `task_id` between the corpus's variants:
     each variant's whole answer scored by the model (teacher-forced, the env's prompt without timing
-    numbers), normalised over the variants. Exact, no sampling: an unchanged model gives the same shares."""
+    numbers, `device`'s corpus), normalised over the variants. Exact, no sampling: an unchanged model gives
+    the same shares. Scored on the CPU (a few forward passes)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = tok or AutoTokenizer.from_pretrained(model_dir)
     model = model or AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     model.eval()
-    msgs = [{"role": "user", "content": prompt(task_id, max_turns)}]
+    msgs = [{"role": "user", "content": prompt(task_id, max_turns, device=device)}]
     head = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False)
     logp = {}
-    for s in load_corpus(corpus_dir, [task_id]):
+    for s in load_corpus(corpus_dir_for(device), [task_id]):
         ids = tok.apply_chat_template(msgs + [{"role": "assistant", "content": s.answer}], tokenize=True,
                                       return_dict=False)
         with torch.no_grad():
