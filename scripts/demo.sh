@@ -8,7 +8,7 @@
 #   bash scripts/demo.sh        # RUN=runs/demo STEPS=12 EVAL_STEPS=4 SEED=0 PYTHON=python REPORT_TO=tensorboard by default
 # On a GPU box, DEVICE=cuda runs the same recipe on the GPU env: the corpus's CUDA answers
 # (kernel_env/data/demo_corpus_cuda), a larger model, more steps, training on the GPU:
-#   DEVICE=cuda bash scripts/demo.sh   # STEPS=30 EVAL_STEPS=5 by default
+#   DEVICE=cuda bash scripts/demo.sh   # STEPS=20 EVAL_STEPS=4 LR=1e-4 by default (CPU: LR=5e-4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
@@ -17,14 +17,16 @@ SEED=${SEED:-0}
 DEVICE=${DEVICE:-cpu}
 TEMPERATURE=0.7
 if [ "$DEVICE" = cuda ]; then
-  STEPS=${STEPS:-30}
-  EVAL_STEPS=${EVAL_STEPS:-5}
+  STEPS=${STEPS:-20}
+  EVAL_STEPS=${EVAL_STEPS:-4}
+  LR=${LR:-1e-4}
   MODEL_ARGS="--hidden 256 --layers 4 --heads 8 --kv-heads 4"
   ENV_ARGS="--max-turns 1 --stats-interval-s 0"  # the judge's own GPU timing
   TRAIN_ARGS="--local_env_device cuda --dtype float32 --bf16 false"
 elif [ "$DEVICE" = cpu ]; then
   STEPS=${STEPS:-12}
   EVAL_STEPS=${EVAL_STEPS:-4}
+  LR=${LR:-5e-4}
   MODEL_ARGS=""
   # a lighter timing than the judge's defaults (which are for GPUs): fast and slow answers differ ~10x here
   ENV_ARGS="--max-turns 1 --stats-interval-s 0 --timing-budget-s 0.3 --l2-flush-bytes 4194304 --quiet-warmup-s 0.2 --quiet-min-wall-s 0.1 --timing-attempts 2"
@@ -56,7 +58,7 @@ stage "4/5 GRPO on the two train tasks, eval on the held-out one every $EVAL_STE
 "$PY" grpo_kernel.py --model_name_or_path "$RUN/warm" --env_url local --local_env_args "$ENV_ARGS" \
   --levels 2 --task_file "$RUN/train_tasks.json" --output_dir "$RUN/grpo" --max_steps "$STEPS" \
   --num_generations 8 --per_device_train_batch_size 8 --per_device_eval_batch_size 8 \
-  --max_completion_length 256 --temperature "$TEMPERATURE" --learning_rate 5e-4 --beta 0.04 --lr_scheduler_type constant \
+  --max_completion_length 256 --temperature "$TEMPERATURE" --learning_rate "$LR" --beta 0.04 --lr_scheduler_type constant \
   --eval_strategy steps --eval_steps "$EVAL_STEPS" --logging_steps 1 --save_strategy no \
   --report_to "${REPORT_TO:-tensorboard}" $TRAIN_ARGS --gradient_checkpointing false --seed "$SEED"
 
