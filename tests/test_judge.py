@@ -561,6 +561,38 @@ def test_a_fresh_judge_loads_an_earlier_build_instead_of_compiling(cache_dir):
 
 
 @slow
+def test_samples_that_share_a_kernel_compile_it_once(cache_dir):
+    # A step's samples often share a kernel and differ in their Python. Submitted at once, the first
+    # compiles it; the others wait for its build folder, then load what it published.
+    tag = os.urandom(6).hex()  # a kernel no earlier evaluation built
+    kernel = (f'cpp = "#include <torch/extension.h>\\n// {tag}: a kernel built once\\n'
+              f'torch::Tensor relu(torch::Tensor x) {{ x = x.contiguous(); auto y = torch::empty_like(x); '
+              f'const float* p = x.data_ptr<float>(); float* q = y.data_ptr<float>(); '
+              f'for (int64_t i = 0; i < x.numel(); ++i) q[i] = p[i] > 0 ? p[i] : 0; return y; }}"\n'
+              f'ext = load_inline(name="relu_{tag}", cpp_sources=cpp, functions=["relu"])\n')
+    head = "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+    model = "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.relu(x){}\n"
+    a, b = head + kernel + model.format(""), head + kernel + model.format("  # the same kernel, other Python")
+    judge = make_judge(cache_dir, run_timeout_s=600, run_step_floor_s=600, run_first_call_s=600)
+
+    async def main():
+        try:
+            return await asyncio.gather(*(judge.evaluate("level1/1_Small_ReLU", c) for c in (a, b, a)))
+        finally:
+            await judge.aclose()
+
+    vs = asyncio.run(main())
+    assert all(v.correct for v in vs), [v.feedback for v in vs]
+
+    def how(v):
+        return "cached" if v.details.get("build_cached") else "loaded" if v.details.get("build_reused") == 1 else "compiled"
+    # whichever got the folder first compiled; the other text loaded its build; the same text again
+    # needed no build process at all
+    assert sorted(how(v) for v in vs) == ["cached", "compiled", "loaded"], [(how(v), v.timings) for v in vs]
+    assert judge.stats()["builds"] == 2  # build processes: the compile and the load
+
+
+@slow
 def test_a_stalled_event_loop_does_not_void_an_honest_timing(cache_dir):
     # Under load the judge's event loop can stand still longer than a timing lasts; the run process's
     # "outputs" and "timed" are then read together, as if the timing took no wall time. On the H200

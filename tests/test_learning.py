@@ -60,3 +60,40 @@ def test_grpo_moves_a_warm_started_model_towards_the_fast_answer(tmp_path):
     after = variant_shares(out, TASK)
     expected = {name: sum(shares[k] * reward[k] for k in reward) for name, shares in (("before", before), ("after", after))}
     assert after["fast"] > before["fast"] + 0.1 and expected["after"] > expected["before"] + 0.05, (before, after, reward)
+
+
+def _split_answer(code: str) -> tuple[str, str, str]:
+    """(plan line, kernel source, the Python after the load_inline call) of a corpus answer."""
+    plan, rest = code.split("\n", 1)
+    kernel, after = rest.split("\next = load_inline(", 1)
+    return plan, kernel, after.split("\n\n", 1)[1]
+
+
+def test_the_cuda_corpus_is_the_cpu_corpus_with_a_cuda_kernel():
+    from kernel_env.agent.warm_start import corpus_dir_for, load_corpus
+
+    cpu, cuda = load_corpus(corpus_dir_for("cpu")), load_corpus(corpus_dir_for("cuda"))
+    assert [(s.task_id, s.variant) for s in cpu] == [(s.task_id, s.variant) for s in cuda]
+    assert {s.variant for s in cpu} == {"fast", "slow", "wrong"}
+    for device, subs in (("cpu", cpu), ("cuda", cuda)):
+        # one kernel source per corpus: the judge builds it once for a whole demo
+        assert len({_split_answer(s.code)[1] for s in subs}) == 1, device
+    assert "__global__" in _split_answer(cuda[0].code)[1] and "__global__" not in _split_answer(cpu[0].code)[1]
+    for a, b in zip(cpu, cuda):  # what GRPO chooses between (the plan line) and the Python: the same
+        pa, _, tail_a = _split_answer(a.code)
+        pb, _, tail_b = _split_answer(b.code)
+        assert (pa, tail_a) == (pb, tail_b), (a.task_id, a.variant)
+
+
+def test_the_warm_start_prompts_are_the_env_devices():
+    from kernel_env.agent.warm_start import corpus_dir_for, load_corpus, prompt, sft_rows
+
+    task = "level2/2_Small_Scale_Add_Clamp"
+    assert "GPU kernels" in prompt(task, 1, device="cuda") and "CUDA" in prompt(task, 1, device="cuda")
+    assert "CPU kernels" in prompt(task, 1) and "__global__" not in prompt(task, 1)
+    subs = load_corpus(corpus_dir_for("cuda"), [task])
+    rows = sft_rows(subs, 1, prompts_per_answer=2, device="cuda")
+    assert len(rows) == 6 and all("GPU kernels" in r["prompt"][0]["content"] for r in rows)
+    assert all("__global__" in r["completion"][0]["content"] for r in rows)
+    with pytest.raises(ValueError, match="no demo corpus for device"):
+        corpus_dir_for("tpu")

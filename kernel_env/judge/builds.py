@@ -22,6 +22,7 @@ import re
 import secrets
 import shutil
 import time
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 
@@ -43,12 +44,17 @@ BUILT_MEMORY = 4096  # sources remembered as built
 class Builds:
     """The build stage: a CPU build slot, an idle build process, the build published to the cache.
     Remembers the sources whose build succeeded here: the same text again goes straight to its run
-    process, which imports the cached build (a build folder removed since is built there again)."""
+    process, which imports the cached build (a build folder removed since is built there again).
+    Submissions with the same kernel (one build folder, `build_key`) build one at a time, and each
+    publishes before the next starts: a kernel that several samples share is compiled once, and the
+    others' build processes load it (fast_build's manifest)."""
 
     def __init__(self, cfg: JudgeConfig, pools: CandidatePools, stats: dict):
         self.cfg, self.pools, self.stats = cfg, pools, stats
         self.slots = asyncio.Semaphore(cfg.build_slots)
         self._built: OrderedDict[str, bool] = OrderedDict()
+        # one build at a time per build folder (one kernel): the next loads what the first published
+        self._folder_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     @staticmethod
     def _key(source: str, pch_dir: str | None) -> str:
@@ -63,54 +69,70 @@ class Builds:
         """Build `source` into `ext_dir` unless it was built here before. Timings and details go into
         `v`; returns `v` as the verdict when the build failed, else None."""
         key = self._key(source, pch_dir)
-        if key in self._built and not intact(ext_dir):  # changed since it was published: built again
-            self._built.pop(key)
-        if key in self._built:
-            self._built.move_to_end(key)
-            v.timings["build_wait_s"] = v.timings["build_s"] = 0.0
-            v.details["build_cached"] = True
+        if self._cached(v, key, ext_dir):
+            v.timings["build_wait_s"] = 0.0
             return None
         builder = None
+        lock = self._folder_locks.get(str(ext_dir))
+        if lock is None:
+            lock = self._folder_locks[str(ext_dir)] = asyncio.Lock()
         try:
             t_w = time.monotonic()
-            async with queued(self.stats, "waiting_build", self.slots):
-                t_b = time.monotonic()
-                v.timings["build_wait_s"] = round(t_b - t_w, 3)  # for a CPU build slot
-                # an idle build process (torch imported): the submission, then its build settings
-                # (earlier builds of it in KERNEL_ENV_BUILT_DIR are loaded, not built again)
-                builder = await self.pools.take(BUILD)
-                (builder.workdir / "submission.py").write_text(source)
-                if not await builder.send(json.dumps({"cmd": P.BUILD, "env": build_env})):
-                    raise JudgeInternalError("the build process ended before it got the submission: "
-                                             + builder.output()[-1500:])
-                # import_timeout_s outside its compilers (Python spinning at import), build_timeout_s in all
-                dl = deadlines.Deadline(builder, self.cfg,
-                                        untrusted_roots=deadlines.untrusted_roots(self.cfg, self.pools.work_root))
-                deadlines.import_step(dl, self.cfg)
-                msg = await dl.next_message()
-                if msg.get("event") == P.TIMEOUT:  # its compilers go before the build slot does
-                    msg = {**msg, "why": dl.describe(), "deadline": dl.details()}
-                    await builder.close()
-                v.timings["build_s"] = round(time.monotonic() - t_b, 3)
+            async with lock:
+                if self._cached(v, key, ext_dir):  # the same text, built by the evaluation this one waited for
+                    v.timings["build_wait_s"] = round(time.monotonic() - t_w, 3)
+                    return None
+                async with queued(self.stats, "waiting_build", self.slots):
+                    t_b = time.monotonic()
+                    v.timings["build_wait_s"] = round(t_b - t_w, 3)  # for the kernel's folder and a CPU build slot
+                    # an idle build process (torch imported): the submission, then its build settings
+                    # (earlier builds of it in KERNEL_ENV_BUILT_DIR are loaded, not built again)
+                    builder = await self.pools.take(BUILD)
+                    (builder.workdir / "submission.py").write_text(source)
+                    if not await builder.send(json.dumps({"cmd": P.BUILD, "env": build_env})):
+                        raise JudgeInternalError("the build process ended before it got the submission: "
+                                                 + builder.output()[-1500:])
+                    # import_timeout_s outside its compilers (Python spinning at import), build_timeout_s in all
+                    dl = deadlines.Deadline(builder, self.cfg,
+                                            untrusted_roots=deadlines.untrusted_roots(self.cfg, self.pools.work_root))
+                    deadlines.import_step(dl, self.cfg)
+                    msg = await dl.next_message()
+                    if msg.get("event") == P.TIMEOUT:  # its compilers go before the build slot does
+                        msg = {**msg, "why": dl.describe(), "deadline": dl.details()}
+                        await builder.close()
+                    if msg.get("event") == P.BUILT:
+                        # published before the slot goes: the next build of this kernel, waiting for the
+                        # slot, then loads it instead of compiling it again
+                        await builder.close()  # nothing writes its folder any more: the build moves to the cache
+                        publish_build(builder.workdir / "torch_extensions", ext_dir)
+                        if not msg.get("import_failed"):  # inside the folder's lock: a waiter with this text sees it
+                            self._built[key] = True
+                            while len(self._built) > BUILT_MEMORY:
+                                self._built.popitem(last=False)
+                    v.timings["build_s"] = round(time.monotonic() - t_b, 3)
             self.stats["builds"] += 1
             self.stats["build_wait_s_total"] += v.timings["build_wait_s"]
             self.stats["build_s_total"] += v.timings["build_s"]
             if msg.get("event") != P.BUILT:
                 return await self._failed(v, builder, msg)
-            await builder.close()  # nothing writes its folder any more: the build moves to the cache
-            publish_build(builder.workdir / "torch_extensions", ext_dir)
             if isinstance(msg.get("reused"), int) and msg["reused"] > 0:  # a claim, for diagnosis
                 v.details["build_reused"] = msg["reused"]
-            if not msg.get("import_failed"):
-                self._built[key] = True
-                while len(self._built) > BUILT_MEMORY:
-                    self._built.popitem(last=False)
             return None
         finally:
             # a build killed midway leaves its lock in the process's own folder, removed here with it
             if builder is not None:
                 await asyncio.shield(builder.close())
                 shutil.rmtree(builder.workdir, ignore_errors=True)
+
+    def _cached(self, v: Verdict, key: str, ext_dir: Path) -> bool:
+        if key in self._built and not intact(ext_dir):  # changed since it was published: built again
+            self._built.pop(key)
+        if key not in self._built:
+            return False
+        self._built.move_to_end(key)
+        v.timings["build_s"] = 0.0
+        v.details["build_cached"] = True
+        return True
 
     async def _failed(self, v: Verdict, cand: Proc, msg: dict) -> Verdict:
         ev = msg.get("event")
