@@ -5,7 +5,7 @@
 # The corpus (kernel_env/data/demo_corpus) answers three of the shipped small tasks three ways each:
 # fast, correct but slow, wrong. The warm-started model samples a mix of them; GRPO trains on two of
 # the tasks and its eval, like the baseline, runs on the third (held out from GRPO).
-#   bash scripts/demo.sh        # RUN=runs/demo STEPS=12 EVAL_STEPS=4 SEED=0 PYTHON=python REPORT_TO=tensorboard by default
+#   bash scripts/demo.sh        # RUN=runs/demo STEPS=12 EVAL_STEPS=6 SEED=0 PYTHON=python REPORT_TO=tensorboard by default
 # On a GPU box, DEVICE=cuda runs the same recipe on the GPU env: the corpus's CUDA answers
 # (kernel_env/data/demo_corpus_cuda), a larger model, more steps, training on the GPU:
 #   DEVICE=cuda bash scripts/demo.sh   # STEPS=20 EVAL_STEPS=4 LR=1e-4 by default (CPU: LR=5e-4)
@@ -25,7 +25,7 @@ if [ "$DEVICE" = cuda ]; then
   TRAIN_ARGS="--local_env_device cuda --dtype float32 --bf16 false"
 elif [ "$DEVICE" = cpu ]; then
   STEPS=${STEPS:-12}
-  EVAL_STEPS=${EVAL_STEPS:-4}
+  EVAL_STEPS=${EVAL_STEPS:-6}  # each eval costs about a step: two keep the command near 15 minutes on 2 cores
   LR=${LR:-5e-4}
   MODEL_ARGS=""
   # a lighter timing than the judge's defaults (which are for GPUs): fast and slow answers differ ~10x here
