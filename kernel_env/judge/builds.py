@@ -22,7 +22,6 @@ import re
 import secrets
 import shutil
 import time
-import weakref
 from collections import OrderedDict
 from pathlib import Path
 
@@ -45,16 +44,16 @@ class Builds:
     """The build stage: a CPU build slot, an idle build process, the build published to the cache.
     Remembers the sources whose build succeeded here: the same text again goes straight to its run
     process, which imports the cached build (a build folder removed since is built there again).
-    Submissions with the same kernel (one build folder, `build_key`) build one at a time, and each
-    publishes before the next starts: a kernel that several samples share is compiled once, and the
-    others' build processes load it (fast_build's manifest)."""
+    The first build of a kernel (a build folder, `build_key`) goes alone: submissions with the same
+    kernel wait for it, then build in parallel, loading what it published (fast_build's manifest), so a
+    kernel that a step's samples share is compiled once. A build publishes before its slot goes."""
 
     def __init__(self, cfg: JudgeConfig, pools: CandidatePools, stats: dict):
         self.cfg, self.pools, self.stats = cfg, pools, stats
         self.slots = asyncio.Semaphore(cfg.build_slots)
         self._built: OrderedDict[str, bool] = OrderedDict()
-        # one build at a time per build folder (one kernel): the next loads what the first published
-        self._folder_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # build folders (kernels) whose first build is under way: the others with that kernel wait for it
+        self._first_builds: dict[str, asyncio.Event] = {}
 
     @staticmethod
     def _key(source: str, pch_dir: str | None) -> str:
@@ -73,43 +72,44 @@ class Builds:
             v.timings["build_wait_s"] = 0.0
             return None
         builder = None
-        lock = self._folder_locks.get(str(ext_dir))
-        if lock is None:
-            lock = self._folder_locks[str(ext_dir)] = asyncio.Lock()
+        folder, first = str(ext_dir), None
         try:
             t_w = time.monotonic()
-            async with lock:
+            if folder in self._first_builds:
+                await self._first_builds[folder].wait()
                 if self._cached(v, key, ext_dir):  # the same text, built by the evaluation this one waited for
                     v.timings["build_wait_s"] = round(time.monotonic() - t_w, 3)
                     return None
-                async with queued(self.stats, "waiting_build", self.slots):
-                    t_b = time.monotonic()
-                    v.timings["build_wait_s"] = round(t_b - t_w, 3)  # for the kernel's folder and a CPU build slot
-                    # an idle build process (torch imported): the submission, then its build settings
-                    # (earlier builds of it in KERNEL_ENV_BUILT_DIR are loaded, not built again)
-                    builder = await self.pools.take(BUILD)
-                    (builder.workdir / "submission.py").write_text(source)
-                    if not await builder.send(json.dumps({"cmd": P.BUILD, "env": build_env})):
-                        raise JudgeInternalError("the build process ended before it got the submission: "
-                                                 + builder.output()[-1500:])
-                    # import_timeout_s outside its compilers (Python spinning at import), build_timeout_s in all
-                    dl = deadlines.Deadline(builder, self.cfg,
-                                            untrusted_roots=deadlines.untrusted_roots(self.cfg, self.pools.work_root))
-                    deadlines.import_step(dl, self.cfg)
-                    msg = await dl.next_message()
-                    if msg.get("event") == P.TIMEOUT:  # its compilers go before the build slot does
-                        msg = {**msg, "why": dl.describe(), "deadline": dl.details()}
-                        await builder.close()
-                    if msg.get("event") == P.BUILT:
-                        # published before the slot goes: the next build of this kernel, waiting for the
-                        # slot, then loads it instead of compiling it again
-                        await builder.close()  # nothing writes its folder any more: the build moves to the cache
-                        publish_build(builder.workdir / "torch_extensions", ext_dir)
-                        if not msg.get("import_failed"):  # inside the folder's lock: a waiter with this text sees it
-                            self._built[key] = True
-                            while len(self._built) > BUILT_MEMORY:
-                                self._built.popitem(last=False)
-                    v.timings["build_s"] = round(time.monotonic() - t_b, 3)
+            elif not _published(ext_dir):
+                first = self._first_builds[folder] = asyncio.Event()
+            async with queued(self.stats, "waiting_build", self.slots):
+                t_b = time.monotonic()
+                v.timings["build_wait_s"] = round(t_b - t_w, 3)  # for the kernel's first build and a CPU build slot
+                # an idle build process (torch imported): the submission, then its build settings
+                # (earlier builds of it in KERNEL_ENV_BUILT_DIR are loaded, not built again)
+                builder = await self.pools.take(BUILD)
+                (builder.workdir / "submission.py").write_text(source)
+                if not await builder.send(json.dumps({"cmd": P.BUILD, "env": build_env})):
+                    raise JudgeInternalError("the build process ended before it got the submission: "
+                                             + builder.output()[-1500:])
+                # import_timeout_s outside its compilers (Python spinning at import), build_timeout_s in all
+                dl = deadlines.Deadline(builder, self.cfg,
+                                        untrusted_roots=deadlines.untrusted_roots(self.cfg, self.pools.work_root))
+                deadlines.import_step(dl, self.cfg)
+                msg = await dl.next_message()
+                if msg.get("event") == P.TIMEOUT:  # its compilers go before the build slot does
+                    msg = {**msg, "why": dl.describe(), "deadline": dl.details()}
+                    await builder.close()
+                if msg.get("event") == P.BUILT:
+                    # published before the slot goes (the next build waiting for the slot loads it), and
+                    # remembered before the waiters on this kernel's first build go on
+                    await builder.close()  # nothing writes its folder any more: the build moves to the cache
+                    publish_build(builder.workdir / "torch_extensions", ext_dir)
+                    if not msg.get("import_failed"):
+                        self._built[key] = True
+                        while len(self._built) > BUILT_MEMORY:
+                            self._built.popitem(last=False)
+                v.timings["build_s"] = round(time.monotonic() - t_b, 3)
             self.stats["builds"] += 1
             self.stats["build_wait_s_total"] += v.timings["build_wait_s"]
             self.stats["build_s_total"] += v.timings["build_s"]
@@ -119,6 +119,9 @@ class Builds:
                 v.details["build_reused"] = msg["reused"]
             return None
         finally:
+            if first is not None:  # done, built or not: the others with this kernel go on, in parallel
+                self._first_builds.pop(folder, None)
+                first.set()
             # a build killed midway leaves its lock in the process's own folder, removed here with it
             if builder is not None:
                 await asyncio.shield(builder.close())
@@ -275,6 +278,14 @@ def _write_hashes(ext_dir: Path, name: str, hashes: dict) -> None:
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
     tmp.write_text(json.dumps(hashes))
     os.replace(tmp, path)
+
+
+def _published(ext_dir: Path) -> bool:
+    """Something was built into `ext_dir` before (a first build of its kernel has been done)."""
+    try:
+        return any(d.is_dir() for d in ext_dir.iterdir())
+    except OSError:
+        return False
 
 
 def intact(ext_dir: Path) -> bool:
