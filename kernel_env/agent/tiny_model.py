@@ -3,7 +3,8 @@ scripts/make_tiny_model.py.
 
 `build(OUT_DIR)` writes a `Qwen2ForCausalLM` (random weights: hidden 64, 2 layers by default) and a byte-level BPE
 tokenizer trained here with `tokenizers` on this repository's own text (the task sources, the
-prompts, the test submissions, the demo corpus), so KernelBench prompts and the demo's answers tokenize
+prompts, the test submissions, the docs; with `line_tokens`, only the shipped tasks, their prompts and the
+demo corpus), so KernelBench prompts and the demo's answers tokenize
 to a sane length. Special tokens:
 `<|endoftext|>` (pad), `<|im_start|>`, `<|im_end|>` (EOS); a ChatML chat template. The folder
 loads with `AutoModelForCausalLM.from_pretrained` / `AutoTokenizer.from_pretrained` and works as
@@ -48,11 +49,14 @@ def build_tokenizer(vocab_size: int, line_tokens: bool = False, device: str = "c
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), max_token_length=None)
-    texts = [f.read_text(errors="replace") for f in corpus_files()]
     from kernel_env.server.prompts import build_problem  # the prompt's own wording, too
     from kernel_env.tasks import TaskSet
+    # the demo's tokenizer learns only from what the env and its corpus say, so that editing the repo's
+    # docs or code does not change the demo's model (nor, with it, what its run learns)
+    texts = [] if line_tokens else [f.read_text(errors="replace") for f in corpus_files()]
     for task in TaskSet().tasks.values():
-        texts.append(build_problem(task.task_id, task.source, None, "cpu", 4))
+        texts += [task.source] if line_tokens else []
+        texts.append(build_problem(task.task_id, task.source, None, device if line_tokens else "cpu", 4))
     if line_tokens:  # the demo's answers and prompts, weighted so that each of their lines is merged whole
         from .warm_start import corpus_dir_for, load_corpus, prompt
         subs = load_corpus(corpus_dir_for(device))
