@@ -97,3 +97,17 @@ def test_the_warm_start_prompts_are_the_env_devices():
     assert all("__global__" in r["completion"][0]["content"] for r in rows)
     with pytest.raises(ValueError, match="no demo corpus for device"):
         corpus_dir_for("tpu")
+
+
+def test_the_demo_tokenizer_learns_only_the_tasks_and_the_corpus(monkeypatch):
+    """A token a line for the demo's answers and prompts, learnt from them alone: the repo's docs and code
+    are not read, so editing them does not change the demo's model."""
+    from kernel_env.agent import tiny_model
+    from kernel_env.agent.warm_start import corpus_dir_for, load_corpus, prompt
+
+    monkeypatch.setattr(tiny_model, "corpus_files", lambda: pytest.fail("the demo's tokenizer read the repo's files"))
+    for device, vocab_size in (("cpu", 2048), ("cuda", 4096)):  # scripts/demo.sh's vocabularies
+        tok = tiny_model.build_tokenizer(vocab_size, line_tokens=True, device=device)
+        for s in load_corpus(corpus_dir_for(device)):
+            for text in (s.answer, prompt(s.task_id, 1, device=device)):
+                assert len(tok(text).input_ids) == len(text.splitlines()), (device, s.task_id, s.variant)

@@ -3,8 +3,7 @@ scripts/make_tiny_model.py.
 
 `build(OUT_DIR)` writes a `Qwen2ForCausalLM` (random weights: hidden 64, 2 layers by default) and a byte-level BPE
 tokenizer trained here with `tokenizers` on this repository's own text (the task sources, the
-prompts, the test submissions, the docs; with `line_tokens`, only the shipped tasks, their prompts and the
-demo corpus), so KernelBench prompts and the demo's answers tokenize
+prompts, the test submissions, the docs; with `line_tokens`, only the demo corpus and its prompts), so KernelBench prompts and the demo's answers tokenize
 to a sane length. Special tokens:
 `<|endoftext|>` (pad), `<|im_start|>`, `<|im_end|>` (EOS); a ChatML chat template. The folder
 loads with `AutoModelForCausalLM.from_pretrained` / `AutoTokenizer.from_pretrained` and works as
@@ -49,18 +48,17 @@ def build_tokenizer(vocab_size: int, line_tokens: bool = False, device: str = "c
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), max_token_length=None)
-    from kernel_env.server.prompts import build_problem  # the prompt's own wording, too
-    from kernel_env.tasks import TaskSet
-    # the demo's tokenizer learns only from what the env and its corpus say, so that editing the repo's
-    # docs or code does not change the demo's model (nor, with it, what its run learns)
-    texts = [] if line_tokens else [f.read_text(errors="replace") for f in corpus_files()]
-    for task in TaskSet().tasks.values():
-        texts += [task.source] if line_tokens else []
-        texts.append(build_problem(task.task_id, task.source, None, device if line_tokens else "cpu", 4))
-    if line_tokens:  # the demo's answers and prompts, weighted so that each of their lines is merged whole
+    if line_tokens:
+        # the demo's answers and prompts alone, weighted so that each of their lines is merged whole; not the
+        # repo's docs or code, so that editing those does not change the demo's model (nor what its run learns)
         from .warm_start import corpus_dir_for, load_corpus, prompt
         subs = load_corpus(corpus_dir_for(device))
-        texts += [s.answer for s in subs] * 8 + [prompt(s.task_id, 1, device=device) for s in subs] * 8
+        texts = [s.answer for s in subs] * 8 + [prompt(s.task_id, 1, device=device) for s in subs] * 8
+    else:
+        from kernel_env.server.prompts import build_problem  # the prompt's own wording, too
+        from kernel_env.tasks import TaskSet
+        texts = [f.read_text(errors="replace") for f in corpus_files()]
+        texts += [build_problem(t.task_id, t.source, None, "cpu", 4) for t in TaskSet().tasks.values()]
     tok.train_from_iterator(texts, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    additional_special_tokens=["<|im_start|>"], model_max_length=1 << 30)
