@@ -16,8 +16,8 @@ def main(argv=None) -> None:
     p.add_argument("--epochs", type=float, default=40)
     p.add_argument("--learning-rate", type=float, default=5e-3)
     p.add_argument("--max-turns", type=int, default=1, help="as the env server will say in its prompt")
-    p.add_argument("--prompts-per-answer", type=int, default=3,
-                   help="each answer under its task's prompt without and with made-up timing numbers")
+    p.add_argument("--prompts-per-answer", type=int, default=6,
+                   help="prompts per task (without and with made-up timing numbers), each with every answer")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tasks", nargs="*", default=None, help="only these corpus tasks (default: all)")

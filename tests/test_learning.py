@@ -24,7 +24,7 @@ def test_grpo_moves_a_warm_started_model_towards_the_fast_answer(tmp_path):
     from kernel_env.agent.warm_start import variant_shares, warm_start
 
     warm = tmp_path / "warm"
-    warm_start(build(tmp_path / "tiny", line_tokens=True), warm, tasks=[TASK])
+    warm_start(build(tmp_path / "tiny", vocab_size=4096, line_tokens=True), warm, tasks=[TASK])  # as scripts/demo.sh
     before = variant_shares(warm, TASK)
     # the warm start answers with all three: something for GRPO to choose between
     assert all(share > 0.1 for share in before.values()), before
@@ -32,7 +32,7 @@ def test_grpo_moves_a_warm_started_model_towards_the_fast_answer(tmp_path):
     (tmp_path / "tasks.json").write_text(json.dumps([TASK]))
     out = tmp_path / "grpo"
     env_args = ("--max-turns 1 --stats-interval-s 0 --timing-budget-s 0.3 --l2-flush-bytes 4194304 "
-                "--quiet-warmup-s 0.2 --quiet-min-wall-s 0.1 --timing-attempts 2")
+                "--quiet-warmup-s 0.2 --quiet-min-wall-s 0.1 --timing-attempts 2 --roofline-violation-factor 0.25")  # as scripts/demo.sh
     r = subprocess.run(
         [sys.executable, str(ROOT / "grpo_kernel.py"), "--model_name_or_path", str(warm), "--env_url", "local",
          "--local_env_args", env_args, "--levels", "2", "--task_file", str(tmp_path / "tasks.json"),
@@ -100,8 +100,9 @@ def test_the_warm_start_prompts_are_the_env_devices():
 
 
 def test_the_demo_tokenizer_learns_only_the_tasks_and_the_corpus(monkeypatch):
-    """A token a line for the demo's answers and prompts, learnt from them alone: the repo's docs and code
-    are not read, so editing them does not change the demo's model."""
+    """A token a line (blank lines go with the line before) for the demo's answers and prompts, learnt
+    from them alone: the repo's docs and code are not read, so editing them does not change the demo's
+    model."""
     from kernel_env.agent import tiny_model
     from kernel_env.agent.warm_start import corpus_dir_for, load_corpus, prompt
 
@@ -110,4 +111,22 @@ def test_the_demo_tokenizer_learns_only_the_tasks_and_the_corpus(monkeypatch):
         tok = tiny_model.build_tokenizer(vocab_size, line_tokens=True, device=device)
         for s in load_corpus(corpus_dir_for(device)):
             for text in (s.answer, prompt(s.task_id, 1, device=device)):
-                assert len(tok(text).input_ids) == len(text.splitlines()), (device, s.task_id, s.variant)
+                assert len(tok(text).input_ids) == len([line for line in text.splitlines() if line]), (device, s.task_id)
+
+
+def test_the_warm_start_gives_every_answer_the_same_prompts():
+    """Nothing in a prompt (its made-up timings) may tell which of the task's answers goes with it: the
+    warm start must learn the mix, not a mapping from timing numbers to answers that the env's real
+    numbers would then pick from at random."""
+    from kernel_env.agent.warm_start import corpus_dir_for, load_corpus, sft_rows
+
+    subs = load_corpus(corpus_dir_for("cpu"))
+    rows = sft_rows(subs, 1, prompts_per_answer=4, seed=3)
+    assert len(rows) == 4 * len(subs)
+    prompts = {}
+    for s, i in zip(subs, range(0, len(rows), 4)):
+        prompts.setdefault(s.task_id, []).append([r["prompt"][0]["content"] for r in rows[i:i + 4]])
+        assert all(r["completion"][0]["content"] == s.answer for r in rows[i:i + 4])
+    for task, per_answer in prompts.items():
+        assert len(per_answer) == 3 and all(p == per_answer[0] for p in per_answer), task
+        assert len(set(per_answer[0])) == 4, task  # four different prompts (one without timings)

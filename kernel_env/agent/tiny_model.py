@@ -1,10 +1,11 @@
 """A tiny random chat model for CPU smoke runs and tests (no model hub needed); its CLI is
 scripts/make_tiny_model.py.
 
-`build(OUT_DIR)` writes a `Qwen2ForCausalLM` (random weights: hidden 64, 2 layers by default) and a byte-level BPE
-tokenizer trained here with `tokenizers` on this repository's own text (the task sources, the
-prompts, the test submissions, the docs; with `line_tokens`, only the demo corpus and its prompts), so KernelBench prompts and the demo's answers tokenize
-to a sane length. Special tokens:
+`build(OUT_DIR)` writes a `Qwen2ForCausalLM` (random weights: hidden 64, 2 layers by default) and a
+byte-level BPE tokenizer trained here with `tokenizers` on this repository's own text (the task
+sources, the prompts, the test submissions, the docs), so KernelBench prompts tokenize to a sane
+length; with `line_tokens` (the demo's), a Mistral model and a tokenizer of whole lines learnt from the
+demo corpus and its prompts alone. Special tokens:
 `<|endoftext|>` (pad), `<|im_start|>`, `<|im_end|>` (EOS); a ChatML chat template. The folder
 loads with `AutoModelForCausalLM.from_pretrained` / `AutoTokenizer.from_pretrained` and works as
 `--model_name_or_path` for grpo_kernel.py and baseline_eval.py. Same seed, same model.
@@ -32,15 +33,17 @@ def corpus_files() -> list[Path]:
 
 
 def build_tokenizer(vocab_size: int, line_tokens: bool = False, device: str = "cpu"):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     if line_tokens:
         # merges may grow up to whole lines: the prompt's boilerplate and the demo corpus's code become a
-        # token a line, so a warm start and GRPO on CPU see sequences ~15x shorter (docs/training.md)
+        # token a line, so a warm start and GRPO on CPU see sequences ~15x shorter (docs/training.md).
+        # Blank lines go with the line before them: a blank line of its own would be one token at many
+        # places of an answer, and a model this small loses count of where it is after it
         tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split("\n", behavior="merged_with_previous"),
+            pre_tokenizers.Split(Regex("\n+"), behavior="merged_with_previous"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     else:
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -50,10 +53,16 @@ def build_tokenizer(vocab_size: int, line_tokens: bool = False, device: str = "c
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), max_token_length=None)
     if line_tokens:
         # the demo's answers and prompts alone, weighted so that each of their lines is merged whole; not the
-        # repo's docs or code, so that editing those does not change the demo's model (nor what its run learns)
-        from .warm_start import corpus_dir_for, load_corpus, prompt
+        # repo's docs or code, so that editing those does not change the demo's model (nor what its run learns).
+        # The prompts with a timing section too (made-up numbers, as the warm start's): the env's real
+        # prompts have one, and left to bytes it would be two thirds of the prompt's tokens
+        import random
+
+        from .warm_start import corpus_dir_for, fake_profile, load_corpus, prompt
         subs = load_corpus(corpus_dir_for(device))
+        rng = random.Random(0)
         texts = [s.answer for s in subs] * 8 + [prompt(s.task_id, 1, device=device) for s in subs] * 8
+        texts += [prompt(s.task_id, 1, fake_profile(rng, device), device=device) for s in subs for _ in range(8)]
     else:
         from kernel_env.server.prompts import build_problem  # the prompt's own wording, too
         from kernel_env.tasks import TaskSet

@@ -82,19 +82,18 @@ def prompt(task_id: str, max_turns: int, profile: dict | None = None, kernelbenc
 
 def sft_rows(subs: list[Submission], max_turns: int, prompts_per_answer: int = 3, seed: int = 0,
              device: str = "cpu") -> list[dict]:
-    """Conversational prompt-completion rows (SFTTrainer trains on the completion only)."""
+    """Conversational prompt-completion rows (SFTTrainer trains on the completion only). A task's
+    answers share its prompts: each prompt comes with every answer, so nothing in it (the made-up
+    timings) can tell the model which answer to write, and it learns the mix of them."""
     rng = random.Random(seed)
-    rows = []
-    for s in subs:
-        for k in range(prompts_per_answer):
-            text = prompt(s.task_id, max_turns, None if k == 0 else fake_profile(rng, device), device=device)
-            rows.append({"prompt": [{"role": "user", "content": text}],
-                         "completion": [{"role": "assistant", "content": s.answer}]})
-    return rows
+    prompts = {t: [prompt(t, max_turns, None if k == 0 else fake_profile(rng, device), device=device)
+                   for k in range(prompts_per_answer)] for t in dict.fromkeys(s.task_id for s in subs)}
+    return [{"prompt": [{"role": "user", "content": text}], "completion": [{"role": "assistant", "content": s.answer}]}
+            for s in subs for text in prompts[s.task_id]]
 
 
 def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40, learning_rate: float = 5e-3,
-               max_turns: int = 1, prompts_per_answer: int = 3, batch_size: int = 4, seed: int = 0,
+               max_turns: int = 1, prompts_per_answer: int = 6, batch_size: int = 4, seed: int = 0,
                tasks=None, device: str = "cpu", log=print) -> dict:
     """Fine-tune the model in `model_dir` on `device`'s corpus, with that device's prompts, training on
     that device; save it (and its tokenizer) to `out_dir`.
