@@ -551,6 +551,41 @@ def test_a_finished_build_moves_into_the_cache_without_changing_a_file_there(tmp
     assert sorted(p.name for p in ext.iterdir()) == ["ext"]
 
 
+def test_a_published_build_is_loaded_only_while_every_module_has_its_recorded_hash(tmp_path):
+    """The one check the judge (before skipping a build) and the run process (before loading from the
+    cache) both make: every module a manifest names, read as fast_build reads it, has the hash recorded
+    at publish."""
+    import json
+    from kernel_env.candidate.fast_build import BUILT_MANIFEST
+    from kernel_env.judge.builds import intact, publish_build
+    from kernel_env.published_builds import intact as shared_intact
+
+    ext = tmp_path / "cache" / "source1"
+    assert shared_intact(ext, if_absent=True) and not intact(ext)  # nothing published: the judge builds
+    staged = tmp_path / "staged"
+    (staged / "ext").mkdir(parents=True)
+    (staged / "ext" / "ext.so").write_text("module a")
+    (staged / "ext" / BUILT_MANIFEST).write_text(json.dumps({"a": {"module": "ext", "file": "ext.so"}}))
+    publish_build(staged, ext)
+    assert intact(ext) and shared_intact(ext, if_absent=True)
+
+    module, manifest = ext / "ext" / "ext.so", ext / "ext" / BUILT_MANIFEST
+    module.write_text("module a, changed")
+    assert not intact(ext) and not shared_intact(ext, if_absent=True)
+    module.write_text("module a")
+    assert intact(ext)
+    (ext / "ext" / "other.so").write_text("never published")  # a manifest naming a file with no record
+    manifest.write_text(json.dumps({"a": {"module": "ext", "file": "ext.so"}, "b": {"module": "ext", "file": "other.so"}}))
+    assert not intact(ext)
+    manifest.write_text("{not json")  # a manifest fast_build could not read whole either
+    assert not intact(ext)
+    manifest.unlink()
+    manifest.symlink_to(tmp_path / "staged" / "ext" / BUILT_MANIFEST)
+    assert not intact(ext)
+    manifest.unlink()  # an extension folder without a manifest names no module
+    assert intact(ext)
+
+
 @slow
 def test_a_fresh_judge_loads_an_earlier_build_instead_of_compiling(cache_dir):
     code = submission("relu_ok.py")

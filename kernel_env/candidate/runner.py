@@ -45,7 +45,7 @@ import weakref
 from pathlib import Path
 
 # The harness binds its timer primitives at import: before the submission can touch them.
-from kernel_env import harness
+from kernel_env import harness, published_builds
 from kernel_env import protocol as P
 from kernel_env.candidate import fast_build, share, watch
 from kernel_env.compute_policy import POLICIES, STRICT
@@ -70,37 +70,9 @@ def _apply_plan_env(plan: dict) -> None:
     the judge recorded when it published it; else this process builds in its own folder."""
     for k, v in (plan.get("env") or {}).items():
         if k in PLAN_ENV:
-            os.environ[k] = "" if k == "KERNEL_ENV_BUILT_DIR" and not _published_intact(Path(str(v))) else str(v)
-
-
-def _published_intact(ext_dir: Path) -> bool:
-    """judge/builds.py `intact`, checked here too, before the submission runs in this process: what
-    fast_build then loads from the folder is what the judge published (no candidate can write it)."""
-    import hashlib
-    from kernel_env.candidate.fast_build import BUILT_MANIFEST
-    try:
-        folders = [d for d in ext_dir.iterdir() if d.is_dir() and not d.is_symlink()]
-    except OSError:
-        return not ext_dir.exists()  # nothing published yet: nothing to load
-    for d in folders:
-        try:
-            manifest = json.loads((d / BUILT_MANIFEST).read_text())
-            # builds.hashes_file: the judge's record, beside the folder
-            hashes = json.loads((ext_dir.parent / ".published" / ext_dir.name / f"{d.name}.json").read_text())
-        except FileNotFoundError:
-            if not (d / BUILT_MANIFEST).exists():
-                continue  # a folder the judge published nothing into names no module
-            return False
-        except (OSError, ValueError):
-            return False
-        try:
-            for e in manifest.values():
-                with open(d / e["file"], "rb") as f:
-                    if hashlib.file_digest(f, "sha256").hexdigest() != hashes[e["file"]]:
-                        return False
-        except (OSError, KeyError, TypeError, AttributeError):
-            return False
-    return True
+            # a folder not there yet: nothing published, nothing to load from it
+            unusable = k == "KERNEL_ENV_BUILT_DIR" and not published_builds.intact(Path(str(v)), if_absent=True)
+            os.environ[k] = "" if unusable else str(v)
 
 
 def _tampered() -> str | None:

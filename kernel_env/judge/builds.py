@@ -7,8 +7,8 @@ load it. A source this judge has built before (with the same precompiled header)
 
 Only the judge writes the cache: candidate processes see it read-only (sandbox.wrap). At publish it
 records each module's SHA-256 beside the folder (`.published/`, not inside: the folder was made by a
-candidate); a process loads a module only while its file still has that hash (`intact` here, and the
-runner's own check before the submission is imported: candidate/runner.py).
+candidate); a process loads a module only while its file still has that hash (published_builds.py:
+checked here before a build is skipped, and by the runner before the submission is imported).
 """
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ from collections import OrderedDict
 from pathlib import Path
 
 from .. import protocol as P
+from .. import published_builds
 from ..candidate.fast_build import BUILT_MANIFEST
+from ..published_builds import hashes_file, read_hashes, sha256
 from . import deadlines
 from . import feedback as fb
 from .config import JudgeConfig
@@ -220,7 +222,7 @@ def publish_build(staged: Path, ext_dir: Path) -> None:
         dst = ext_dir / src.name
         try:
             if not dst.exists() and not dst.is_symlink():
-                hashes = {e["file"]: _sha256(src / e["file"]) for e in new.values()}
+                hashes = {e["file"]: sha256(src / e["file"]) for e in new.values()}
                 _write_hashes(ext_dir, src.name, hashes)  # before the manifest that names the files
                 os.rename(src, dst)  # the first build of this extension here: the folder as it is
                 have, merged = None, new
@@ -228,14 +230,14 @@ def publish_build(staged: Path, ext_dir: Path) -> None:
                 continue
             else:
                 have = _manifest(dst)
-                hashes = _read_hashes(ext_dir, src.name)
+                hashes = read_hashes(ext_dir, src.name)
                 # an entry whose file no longer has the hash published for it counts as missing
-                have = {k: e for k, e in have.items() if hashes.get(e["file"]) == _sha256(dst / e["file"])}
+                have = {k: e for k, e in have.items() if hashes.get(e["file"]) == sha256(dst / e["file"])}
                 merged = dict(have)
                 for key, e in new.items():
                     if key not in have:  # another call's module, under a name of its own
                         file = f"{hashlib.sha256(key.encode()).hexdigest()[:12]}-{secrets.token_hex(3)}-{e['file']}"
-                        hashes[file] = _sha256(src / e["file"])
+                        hashes[file] = sha256(src / e["file"])
                         _write_hashes(ext_dir, src.name, hashes)
                         os.replace(src / e["file"], dst / file)
                         merged[key] = {**e, "file": file}
@@ -245,31 +247,6 @@ def publish_build(staged: Path, ext_dir: Path) -> None:
                 os.replace(tmp, dst / BUILT_MANIFEST)
         except OSError as e:  # another file system, another judge at the same folder: built again next time
             log.warning("could not move the build %s into the cache: %s", src.name, e)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    except OSError:
-        return ""
-    return h.hexdigest()
-
-
-def hashes_file(ext_dir: Path, name: str) -> Path:
-    """The judge's record of the module files it published into `ext_dir/name` (file -> SHA-256). The
-    runner finds it the same way (candidate/runner.py `_published_intact`)."""
-    return ext_dir.parent / ".published" / ext_dir.name / f"{name}.json"
-
-
-def _read_hashes(ext_dir: Path, name: str) -> dict:
-    try:
-        rec = json.loads(hashes_file(ext_dir, name).read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in rec.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(rec, dict) else {}
 
 
 def _write_hashes(ext_dir: Path, name: str, hashes: dict) -> None:
@@ -289,15 +266,5 @@ def _published(ext_dir: Path) -> bool:
 
 
 def intact(ext_dir: Path) -> bool:
-    """Every module the manifests of `ext_dir` name still has the hash the judge recorded when it
-    published it."""
-    try:
-        folders = [d for d in ext_dir.iterdir() if d.is_dir() and not d.is_symlink()]
-    except OSError:
-        return False
-    for d in folders:
-        hashes = _read_hashes(ext_dir, d.name)
-        for e in _manifest(d).values():
-            if not hashes.get(e["file"]) or hashes[e["file"]] != _sha256(d / e["file"]):
-                return False
-    return True
+    """published_builds.intact, as the judge asks it: a build folder that is gone is built again."""
+    return published_builds.intact(ext_dir, if_absent=False)

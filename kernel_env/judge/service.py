@@ -249,8 +249,7 @@ class Judge:
             # the candidate starts, so an edit made while the submission is imported shows in PREPARE
             ref_req = {**common_request(cfg), **task_request(task), "seeds": seeds, "init_seed": init_seed,
                        "timing_sets": min(2, len(seeds))}
-            for d in (ext_dir, cfg.cache_dir / "triton"):
-                d.mkdir(parents=True, exist_ok=True)
+            ext_dir.mkdir(parents=True, exist_ok=True)
             # both candidate processes were started before the submission was known: this evaluation's
             # build settings come on stdin (where its build is or goes, which precompiled header)
             build_env = {"KERNEL_ENV_BUILT_DIR": str(ext_dir), "KERNEL_ENV_PCH_DIR": str(pch_dir or "")}
