@@ -193,7 +193,7 @@ def test_a_real_compiler_stops_the_import_clock(tmp_path):
            "template<> struct F<1> { static constexpr long v = 1; };\n"
            + "".join(f"template<int N> struct G{k} {{ static constexpr long v = G{k}<N-1>::v + F<N % 400>::v; }};\n"
                      f"template<> struct G{k}<0> {{ static constexpr long v = {k}; }};\n"
-                     f"long x{k} = G{k}<900>::v;\n" for k in range(200)))
+                     f"long x{k} = G{k}<900>::v;\n" for k in range(300)))
     script = _PRELUDE + f"""
 open("slow.cpp", "w").write({src!r})
 t0 = time.monotonic()
