@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from kernel_env.agent.warm_start import corpus_tasks, variant_shares, warm_start
+from kernel_env.agent.warm_start import corpus_dir_for, corpus_tasks, variant_shares, warm_start
 
 
 def main(argv=None) -> None:
@@ -28,7 +28,7 @@ def main(argv=None) -> None:
                    prompts_per_answer=a.prompts_per_answer, batch_size=a.batch_size, seed=a.seed, tasks=a.tasks,
                    device=a.device)
     print(f"warm start: final loss {r['loss']:.4f} after {r['seconds']:.0f} s; model written to {a.out_dir}")
-    for task in a.tasks or corpus_tasks():  # what GRPO starts from: the mix of variants the model answers with
+    for task in a.tasks or corpus_tasks(corpus_dir_for(a.device)):  # what GRPO starts from: the mix of variants the model answers with
         shares = variant_shares(a.out_dir, task, a.max_turns, a.device)
         print(f"  {task}: " + "  ".join(f"{v} {100 * x:.0f}%" for v, x in sorted(shares.items())))
 

@@ -80,7 +80,7 @@ def prompt(task_id: str, max_turns: int, profile: dict | None = None, kernelbenc
     return build_problem(task_id, task.source, profile, device, max_turns, for_level(None, task.level))
 
 
-def sft_rows(subs: list[Submission], max_turns: int, prompts_per_answer: int = 3, seed: int = 0,
+def sft_rows(subs: list[Submission], max_turns: int, prompts_per_answer: int = 6, seed: int = 0,
              device: str = "cpu") -> list[dict]:
     """Conversational prompt-completion rows (SFTTrainer trains on the completion only). A task's
     answers share its prompts: each prompt comes with every answer, so nothing in it (the made-up

@@ -26,9 +26,8 @@ from collections import OrderedDict
 from pathlib import Path
 
 from .. import protocol as P
-from .. import published_builds
 from ..candidate.fast_build import BUILT_MANIFEST
-from ..published_builds import hashes_file, read_hashes, sha256
+from ..published_builds import hashes_file, read_hashes, sha256, intact as published_intact
 from . import deadlines
 from . import feedback as fb
 from .config import JudgeConfig
@@ -267,4 +266,4 @@ def _published(ext_dir: Path) -> bool:
 
 def intact(ext_dir: Path) -> bool:
     """published_builds.intact, as the judge asks it: a build folder that is gone is built again."""
-    return published_builds.intact(ext_dir, if_absent=False)
+    return published_intact(ext_dir, if_absent=False)
