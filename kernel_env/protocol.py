@@ -7,7 +7,11 @@ names, so a renamed message cannot drift between the two sides.
 
 Candidate processes (kernel_env/candidate/runner.py), in the order of an evaluation:
 
-    build process   <- {"cmd": BUILD, "env": {...}}          -> BUILT | ERROR (phase "build")
+    build process   <- {"cmd": BUILD, "env": {...}}          -> BUILT | ERROR (phase "build"); before
+                                                                 that, a COMPILE event per load_inline call
+                                                                 not built yet, each answered by
+                                                                 {"cmd": COMPILED, "ok": ..., "message"}
+    compile process <- {"cmd": COMPILE, "env", "call"}        -> COMPILED | ERROR (phase "build")
     run process     -> IMPORTED   <- {"cmd": WARM}            -> WARMED
                     <- the plan (seeds, task, timing rule)    -> READY
                     <- {"cmd": GO, "slots", "token", "timing"} -> STEP "construct", STEP "trial" (i = 0,
@@ -28,6 +32,8 @@ rechecks of timed calls), RELEASE (let go of the slots); it answers {"ok": true,
 
 # commands to a candidate process ("cmd")
 BUILD = "build"
+COMPILE = "compile"    # to a compile process; also the build process's request (an event)
+COMPILED = "compiled"  # the judge's answer to that request; also the compile process's event
 WARM = "warm"
 GO = "go"
 TIME = "time"

@@ -166,6 +166,21 @@ def test_build_error_reports_the_compiler_error_line(cache_dir):
     assert "/tmp/" not in v.feedback and sys.prefix not in v.feedback and "-isystem" not in v.feedback  # no server paths
 
 
+@slow
+@pytest.mark.parametrize("flag", ["-B/tmp/kernel_env_tools/", "-Wl,-plugin,/tmp/p.so", "@/tmp/kernel_env_flags"])
+def test_flags_that_change_the_toolchain_are_refused_before_any_compile(tmp_path, flag):
+    """A compiler told to run another assembler, load a plugin or read flags from a file could run a
+    program of the candidate's choosing where the module is made: the judge refuses the call."""
+    code = submission("relu_ok.py").replace('extra_cflags=["-O2"]', f'extra_cflags=["-O2", {flag!r}]', 1)
+    assert flag in code
+    judge = make_judge(tmp_path / "cache")
+    v = judge.evaluate_sync("level1/1_Small_ReLU", code)
+    assert (v.stage, v.error_kind) == ("build", "build_error"), v.feedback
+    assert "not allowed" in v.feedback and flag[:2] in v.feedback, v.feedback
+    built = tmp_path / "cache" / "torch_extensions"
+    assert not list(built.rglob("*.so")) and not list(built.rglob("*.o")), "something was compiled"
+
+
 @pytest.mark.parametrize("code,kind", [
     ("", "empty_code"),
     ("   \n", "empty_code"),

@@ -1,6 +1,6 @@
 """The native fault battery on the CPU device, under each sandbox: C++ host code (a static initializer
 and a function forward calls) forks orphans and a bounded fork bomb, writes into every cache the judge
-keeps, /dev and /dev/shm, leaves a System V segment, connects to a loopback listener of this test,
+keeps, into its own module file, /dev and /dev/shm, leaves a System V segment, connects to a loopback listener of this test,
 looks for the judge's secrets in every /proc/*/environ, signals its parent and the judge, spins and
 segfaults. Each evaluation ends in a verdict, nothing is left behind (no process, no file outside its
 folder, no shared memory), and after the faults the judge still judges a submission correctly.
@@ -100,13 +100,14 @@ def test_native_host_code_leaves_nothing_behind(mode, cache_dir, monkeypatch):
         ext_dir / f"planted_{tok}"]
     key = 0x4B450000 + secrets.randbelow(0xFFFF)
     everything = "; ".join([f"orphan kenv_orphan{tok[:4]}", "bomb 20", f"sysv {key:x}", f"connect {srv.getsockname()[1]}",
-                            f"secret {secret}", f"signal {os.getpid()}", f"write {module}",
+                            f"secret {secret}", f"signal {os.getpid()}", f"write {module}", "rewrite-self -",
                             *(f"write {t}" for t in targets)])
     try:
-        # faults in forward, in the run process: each a clear verdict, nothing left
+        # faults in forward, in the run process: each a clear verdict, nothing left. At load each tries
+        # to rewrite its own module: the first one builds it (the first build of this kernel here)
         for name, plan, stage, kind in (("segfault", "orphan kenv_seg; bomb 10; segv -", "run", "crash"),
                                         ("spinning kernel", "orphan kenv_spin; spin -", "run", "run_timeout")):
-            v = judge.evaluate_sync(TASK, submission(name, in_forward=plan))
+            v = judge.evaluate_sync(TASK, submission(name, at_load="rewrite-self -", in_forward=plan))
             assert (v.stage, v.error_kind) == (stage, kind), (name, v.feedback)
             time.sleep(0.5)
             assert not _processes_named("kenv_"), name
@@ -124,6 +125,9 @@ def test_native_host_code_leaves_nothing_behind(mode, cache_dir, monkeypatch):
         assert not hits, "it reached a socket outside its sandbox"
         assert not signalled, "it signalled the judge"
         assert module.stat().st_size > 0 and intact(ext_dir), "the published build changed"
+        # what it loaded is what the compilers made: neither its build process (before the judge
+        # published the module) nor its run process could rewrite it
+        assert not module.read_bytes().endswith(b"planted"), "its own code rewrote its published module"
         assert not list(work.iterdir()), "evaluation folders left behind"
     finally:
         stop.set()

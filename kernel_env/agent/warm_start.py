@@ -94,9 +94,9 @@ def sft_rows(subs: list[Submission], max_turns: int, prompts_per_answer: int = 6
 
 def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40, learning_rate: float = 5e-3,
                max_turns: int = 1, prompts_per_answer: int = 6, batch_size: int = 4, seed: int = 0,
-               tasks=None, device: str = "cpu", log=print) -> dict:
+               tasks=None, device: str = "cpu", train_device: str | None = None, log=print) -> dict:
     """Fine-tune the model in `model_dir` on `device`'s corpus, with that device's prompts, training on
-    that device; save it (and its tokenizer) to `out_dir`.
+    `train_device` (default: `device`); save it (and its tokenizer) to `out_dir`.
     Returns {"loss": final train loss, "rows": dataset rows, "seconds": ...}."""
     import torch
     from datasets import Dataset
@@ -115,7 +115,7 @@ def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     cfg = SFTConfig(output_dir=str(out_dir), num_train_epochs=epochs, learning_rate=learning_rate,
                     lr_scheduler_type="cosine", warmup_steps=0.05, per_device_train_batch_size=batch_size,
-                    max_length=longest, seed=seed, data_seed=seed, use_cpu=device == "cpu", report_to="none",
+                    max_length=longest, seed=seed, data_seed=seed, use_cpu=(train_device or device) == "cpu", report_to="none",
                     save_strategy="no", disable_tqdm=True, weight_decay=0.0,
                     logging_steps=max(1, round(epochs * -(-len(rows) // batch_size) / 8)),  # ~8 loss lines
                     # TRL's defaults for GPUs: bf16 autocast on a CPU without bf16 units made each step

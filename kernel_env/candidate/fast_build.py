@@ -57,8 +57,6 @@ _orig_load = None
 def install() -> None:
     """Replace torch.utils.cpp_extension.load_inline (before the submission is imported)."""
     global _orig_load_inline, _orig_load
-    if os.environ.get("KERNEL_ENV_FAST_BUILD", "1") == "0":
-        return
     from torch.utils import cpp_extension as ce
     if _orig_load_inline is not None:
         return
@@ -77,14 +75,10 @@ def install() -> None:
         module = _load_built(a, key)
         if module is not None:
             REUSED.append(key)
+        elif COMPILE_BY is not None:  # a build process: the judge's compile process builds it
+            module = COMPILE_BY(a, key)
         else:
-            try:
-                fast = _fast(a)
-            except _Final as e:
-                raise e.error from None
-            except Exception:
-                fast = None
-            module = fast if fast is not None else _orig_load_inline(*args, **kwargs)
+            module = _fast_or_torch(a, lambda: _orig_load_inline(*args, **kwargs))
             _record_built(a, key, module)
         LOADED.append(getattr(module, "__file__", ""))
         return module
@@ -94,6 +88,10 @@ def install() -> None:
 
 
 LOADED: list[str] = []  # module files load_inline gave this process, in order (loaded_digest)
+# In a build process: (call arguments, call key) -> the module, built by a compile process of the judge
+# (no candidate code runs there) into the published build folder, and imported from there. Set by the
+# runner; None elsewhere (a run process that finds no build of its call compiles into its own folder).
+COMPILE_BY = None
 REUSED: list[str] = []  # calls answered from KERNEL_ENV_BUILT_DIR, built by an earlier process
 
 
@@ -151,12 +149,49 @@ def _record_built(a: dict, key: str | None, module) -> None:
         pass
 
 
+def _published_dir(a: dict, root: str | None) -> Path | None:
+    """Where the judge publishes a call's build: <root>/<name>, whatever build_directory the call names."""
+    name = a.get("name")
+    if not root or not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name):
+        return None
+    return Path(root) / name
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def compile_only(a: dict) -> dict:
+    """In a compile process (trusted code only; its sources are the candidate's): build one recorded
+    load_inline call the way load_inline would (the fast path, falling back to torch's own), into
+    TORCH_EXTENSIONS_DIR/<name>, and record it in that folder's manifest under the call's key; never
+    import what was built (its static initializers are the candidate's code). Returns the manifest
+    entry; raises what load_inline would raise on a compile error."""
+    import types
+    from torch.utils import cpp_extension as ce
+    key = _call_key(a)
+    if key is None or _published_dir(a, "x") is None:
+        raise ValueError("load_inline's name must be a plain name and its arguments plain data")
+    b = {k: v for k, v in a.items() if k != "build_directory"}  # built where the judge publishes from
+
+    def built_not_imported(module_name, path, is_python_module):
+        file = os.path.join(path, f"{module_name}{ce.LIB_EXT}")
+        if not os.path.isfile(file):
+            raise RuntimeError(f"the build of {module_name} left no {os.path.basename(file)}")
+        return types.SimpleNamespace(__name__=module_name, __file__=file)
+
+    install()
+    ce._import_module_from_library = built_not_imported
+    module = _fast_or_torch(b, lambda: _orig_load_inline(**b))
+    _record_built(b, key, module)
+    return {"key": key, "module": module.__name__, "file": os.path.basename(module.__file__)}
+
+
 def _load_built(a: dict, key: str | None):
-    """The module the build process made for this very call, imported from its build folder
-    (KERNEL_ENV_BUILT_DIR, which a run process may only read) without torch's build step; None when
-    there is none, and load_inline builds as usual (into the run process's own folder)."""
+    """The module the judge published for this very call, imported from the build folder
+    (KERNEL_ENV_BUILT_DIR, which a candidate process may only read) without torch's build step; None
+    when there is none."""
     import json
-    folder = _default_build_dir(a, os.environ.get("KERNEL_ENV_BUILT_DIR"))
+    folder = _published_dir(a, os.environ.get("KERNEL_ENV_BUILT_DIR"))
     if key is None or folder is None:
         return None
     try:
@@ -166,6 +201,10 @@ def _load_built(a: dict, key: str | None):
         return None
     if not (isinstance(file, str) and os.path.basename(file) == file and (folder / file).is_file()):
         return None
+    if not a.get("is_python_module", True):  # a library of torch ops, as torch's load_inline loads it
+        import torch
+        torch.ops.load_library(str(folder / file))
+        return str(folder / file)
     import importlib.util
     import sys
     spec = importlib.util.spec_from_file_location(module_name, str(folder / file))
@@ -173,6 +212,21 @@ def _load_built(a: dict, key: str | None):
     spec.loader.exec_module(module)  # a failure here is the submission's import error, as from torch
     sys.modules.setdefault(module_name, module)
     return module
+
+
+def _fast_or_torch(a: dict, torch_load_inline):
+    """The module built the fast way, else by torch's own load_inline (a compile error that torch's
+    path would give too is raised at once)."""
+    if os.environ.get("KERNEL_ENV_FAST_BUILD", "1") != "0":
+        try:
+            fast = _fast(a)
+        except _Final as e:
+            raise e.error from None
+        except Exception:
+            fast = None
+        if fast is not None:
+            return fast
+    return torch_load_inline()
 
 
 class _Final(Exception):

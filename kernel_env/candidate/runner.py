@@ -1,7 +1,8 @@
-"""UNTRUSTED side: the entry points of the candidate's two processes.
+"""UNTRUSTED side: the entry points of the candidate processes.
 
     python -m kernel_env.candidate.runner build WORKDIR PROTOCOL_FD
     python -m kernel_env.candidate.runner run WORKDIR PROTOCOL_FD
+    python -m kernel_env.candidate.runner compile WORKDIR PROTOCOL_FD
 
 Each runs inside a process of its own that the judge starts (judge/sandbox.py). Everything these
 processes report is a claim: the judge compares the outputs written with reference outputs made
@@ -9,10 +10,15 @@ elsewhere and cross-checks the timings.
 
   build   (no GPU: its device files are hidden) started before its evaluation is known (the judge
           keeps a few): torch imported; then the plan on stdin (where earlier builds of this source are,
-          which precompiled header to use): import the submission, so that load_inline compiles into
-          this process's own folder (the judge moves the build into the cache), and find ModelNew ->
-          {"event": "built"}; a compile error ends the evaluation here. Any other failure at import is
-          left for the run process to report (a submission may look at the GPU when imported).
+          which precompiled header to use): import the submission and find ModelNew -> {"event":
+          "built"}. A load_inline call with no published build is sent to the judge ({"event":
+          "compile"}), whose compile process builds it and publishes it into the cache; this process
+          then imports it from there. A compile error ends the evaluation here. Any other failure at
+          import is left for the run process to report (a submission may look at the GPU when imported).
+  compile (no GPU; trusted code only: no candidate code runs in it) started before its call is known:
+          torch imported; then one load_inline call on stdin, built as load_inline would build it into
+          this process's own folder, never imported -> {"event": "compiled"}; the judge moves the build
+          into the cache.
   run     started before its evaluation is known (the judge keeps a few per device): torch imported
           -> {"event": "imported"}; on {"cmd": "warm"} (sent while no candidate runs on the device)
           the CUDA context made by this trusted code -> {"event": "warmed"}; then the plan (seeds,
@@ -123,6 +129,7 @@ def build(workdir: Path, fd: int) -> int:
     except ImportError:
         pass
     fast_build.install()
+    fast_build.COMPILE_BY = lambda a, key: _compiled_by_judge(fd, a, key)
     compile_failed = []
     from torch.utils import cpp_extension as ce
     for attr in ("load_inline", "load"):  # an exception that leaves load_inline is a compile error
@@ -139,6 +146,7 @@ def build(workdir: Path, fd: int) -> int:
         plan = json.loads(sys.stdin.readline() or "{}")
         if plan.get("cmd") != P.BUILD:
             return 0
+        _BUILT_DIR[0] = str((plan.get("env") or {}).get("KERNEL_ENV_BUILT_DIR") or "")
         _apply_plan_env(plan)
     except (ValueError, AttributeError, TypeError):
         return 2
@@ -156,6 +164,58 @@ def build(workdir: Path, fd: int) -> int:
                           "message": "the module imported, but it defines no class ModelNew"})
         return 3
     harness.emit(fd, {"event": P.BUILT, "build_s": time.monotonic() - t0, "reused": len(fast_build.REUSED)})
+    return 0
+
+
+def _compiled_by_judge(fd: int, a: dict, key: str | None):
+    """A load_inline call of the submission, built by the judge's compile process and published into
+    the build folder (KERNEL_ENV_BUILT_DIR), imported from there."""
+    if key is None:
+        raise RuntimeError("load_inline's arguments must be plain data (strings, lists, dicts, numbers)")
+    harness.emit(fd, {"event": P.COMPILE, "call": {k: v for k, v in a.items() if k != "verbose"}})
+    try:
+        answer = json.loads(_SAVED_READLINE() or "{}")
+    except ValueError:
+        answer = {}
+    if not isinstance(answer, dict) or answer.get("cmd") != P.COMPILED or not answer.get("ok"):
+        message = answer.get("message") if isinstance(answer, dict) else None
+        raise RuntimeError(str(message or "the build of this load_inline call failed"))
+    # the folder the plan named (also when the plan's check found nothing usable there yet), checked again
+    os.environ["KERNEL_ENV_BUILT_DIR"] = _BUILT_DIR[0]
+    ok = bool(_BUILT_DIR[0]) and published_builds.intact(Path(_BUILT_DIR[0]), if_absent=False)
+    module = fast_build._load_built(a, key) if ok else None
+    if module is None:
+        raise RuntimeError("the judge built this load_inline call, but its build is not in the build folder")
+    return module
+
+
+_BUILT_DIR = [""]  # the build folder the plan named: the judge publishes this evaluation's builds there
+
+
+def compile_call(workdir: Path, fd: int) -> int:
+    """Build one load_inline call the judge sends, without importing it (fast_build.compile_only)."""
+    import torch  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401
+    try:
+        plan = json.loads(sys.stdin.readline() or "{}")
+        if plan.get("cmd") != P.COMPILE:
+            return 0
+        for k, v in (plan.get("env") or {}).items():
+            if k in PLAN_ENV:
+                os.environ[k] = str(v)
+        os.environ["KERNEL_ENV_BUILT_DIR"] = ""  # it builds; it loads nothing
+        call = plan["call"]
+        if not isinstance(call, dict):
+            raise ValueError(call)
+    except (ValueError, AttributeError, TypeError, KeyError):
+        return 2
+    t0 = time.monotonic()
+    try:
+        entry = fast_build.compile_only(call)
+    except Exception as e:
+        harness.emit(fd, {"event": P.ERROR, "phase": "build", "kind": P.BUILD_ERROR, "message": _short_exc(e)})
+        return 0
+    harness.emit(fd, {"event": P.COMPILED, "build_s": time.monotonic() - t0, **entry})
     return 0
 
 
@@ -230,6 +290,8 @@ def main() -> int:
     mode, workdir, fd = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     if mode == P.BUILD:
         return build(workdir, fd)
+    if mode == P.COMPILE:
+        return compile_call(workdir, fd)
     import torch
 
     # The stages before the submission is loaded are functions of this module; from the import of

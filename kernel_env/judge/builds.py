@@ -1,9 +1,14 @@
 """TRUSTED: the build stage, and the build cache.
 
 A build process (no GPU: its device files hidden; a CPU build slot; a lower priority) imports the
-submission, so that load_inline compiles into the process's own folder; the judge then publishes
-what it built into the source's build folder in the cache (`publish_build`), where run processes
-load it. A source this judge has built before (with the same precompiled header) skips the stage.
+submission. Each load_inline call with no build in the cache comes to the judge as a request: a
+compile process (no GPU, and no candidate code: it builds the call's sources as load_inline would and
+never imports the result) builds it in its own folder, the judge publishes that into the source's
+build folder in the cache (`publish_build`), and the build process, like the run process later,
+imports it from there. So what any process loads from the cache was made by compilers alone, from
+the sources the call named; nothing a submission's code (its Python, or its C++ static initializers)
+did can change it. A source this judge has built before (with the same precompiled header) skips
+the stage.
 
 Only the judge writes the cache: candidate processes see it read-only (sandbox.wrap). At publish it
 records each module's SHA-256 beside the folder (`.published/`, not inside: the folder was made by a
@@ -32,13 +37,17 @@ from . import deadlines
 from . import feedback as fb
 from .config import JudgeConfig
 from .devices import queued
-from .pools import BUILD, CandidatePools
+from .pools import BUILD, COMPILE, CandidatePools
 from .reference import JudgeInternalError
 from .sandbox import Proc, describe_exit
 from .verdict import ErrorKind, Stage, Verdict
 
 log = logging.getLogger("kernel_env.judge")
 BUILT_MEMORY = 4096  # sources remembered as built
+MAX_COMPILES = 16    # load_inline calls one build may ask the judge to compile
+# flags that would make a compiler run programs, plugins or specs of the candidate's choosing (which
+# could write the module after the compile), or read flags from a file (@file)
+_TOOLCHAIN_FLAG = re.compile(r"^(-B|--?specs|--?sysroot|-isysroot|-wrapper|-fuse-ld|--compiler-bindir|-ccbin|@)|plugin")
 
 
 class Builds:
@@ -97,15 +106,32 @@ class Builds:
                 dl = deadlines.Deadline(builder, self.cfg,
                                         untrusted_roots=deadlines.untrusted_roots(self.cfg, self.pools.work_root))
                 deadlines.import_step(dl, self.cfg)
-                msg = await dl.next_message()
-                if msg.get("event") == P.TIMEOUT:  # its compilers go before the build slot does
+                msg, compiles = await dl.next_message(), 0
+                while msg.get("event") == P.COMPILE and compiles < MAX_COMPILES:
+                    # one of its load_inline calls: built by a compile process, published before the
+                    # build process goes on (and before the slot goes: the next build loads it)
+                    compiles += 1
+                    t_c = time.monotonic()
+                    answer = await self._compile(msg.get("call"), build_env, ext_dir, dl.wall_left())
+                    dl.excuse(time.monotonic() - t_c)
+                    if answer.get("event") == P.TIMEOUT:
+                        msg = answer
+                        await builder.close()
+                        break
+                    if not await builder.send(json.dumps(answer)):
+                        msg = {"event": P.EOF}
+                        break
+                    msg = await dl.next_message()
+                if msg.get("event") == P.COMPILE:
+                    msg = {"event": P.ERROR, "kind": P.BUILD_ERROR,
+                           "message": f"The submission made more than {MAX_COMPILES} load_inline calls."}
+                    await builder.close()
+                if msg.get("event") == P.TIMEOUT and "why" not in msg:  # its compilers go before the build slot does
                     msg = {**msg, "why": dl.describe(), "deadline": dl.details()}
                     await builder.close()
                 if msg.get("event") == P.BUILT:
-                    # published before the slot goes (the next build waiting for the slot loads it), and
                     # remembered before the waiters on this kernel's first build go on
-                    await builder.close()  # nothing writes its folder any more: the build moves to the cache
-                    publish_build(builder.workdir / "torch_extensions", ext_dir)
+                    await builder.close()
                     if not msg.get("import_failed"):
                         self._built[key] = True
                         while len(self._built) > BUILT_MEMORY:
@@ -127,6 +153,36 @@ class Builds:
             if builder is not None:
                 await asyncio.shield(builder.close())
                 shutil.rmtree(builder.workdir, ignore_errors=True)
+
+    async def _compile(self, call, build_env: dict, ext_dir: Path, wall_s: float) -> dict:
+        """Build one load_inline call of a submission in a compile process and publish it into
+        `ext_dir`. Returns the answer for the build process ({"cmd": COMPILED, "ok": ...}), or
+        {"event": TIMEOUT, ...} when the compile ran past `wall_s`."""
+        why = _unsafe_call(call)
+        if why:
+            return {"cmd": P.COMPILED, "ok": False, "message": why}
+        compiler = await self.pools.take(COMPILE)
+        try:
+            if not await compiler.send(json.dumps({"cmd": P.COMPILE, "env": build_env, "call": call})):
+                raise JudgeInternalError("the compile process ended before it got its call: " + compiler.output()[-1500:])
+            t0 = time.monotonic()
+            msg = await compiler.next_message(max(wall_s, 0.0))
+            if msg.get("event") == P.TIMEOUT:
+                return {"event": P.TIMEOUT, "why": f"compiling a load_inline call took more than {wall_s:.0f} s",
+                        "deadline": {"step": "compile", "wall_s": round(wall_s, 1),
+                                     "compile_s": round(time.monotonic() - t0, 1)}}
+            await compiler.close()  # nothing writes its folder any more: the build moves to the cache
+            if msg.get("event") == P.COMPILED:
+                publish_build(compiler.workdir / "torch_extensions", ext_dir)
+                return {"cmd": P.COMPILED, "ok": True}
+            if msg.get("event") == P.ERROR:
+                return {"cmd": P.COMPILED, "ok": False,
+                        "message": f"{msg.get('message', '')}\n{compiler.output()[-4000:]}"}
+            return {"cmd": P.COMPILED, "ok": False, "message": "the compile process of this load_inline call "
+                    f"{describe_exit(compiler.returncode)}:\n{compiler.output()[-4000:]}"}
+        finally:
+            await asyncio.shield(compiler.close())
+            shutil.rmtree(compiler.workdir, ignore_errors=True)
 
     def _cached(self, v: Verdict, key: str, ext_dir: Path) -> bool:
         if key in self._built and not intact(ext_dir):  # changed since it was published: built again
@@ -161,6 +217,22 @@ class Builds:
             v.feedback = fb.runtime_failure(f"The process {describe_exit(rc)} while importing the submission.", "",
                                             cand.output(), limit)
         return v
+
+
+def _unsafe_call(call) -> str | None:
+    """Why a load_inline call (as a build process sent it) is not compiled, or None."""
+    if not isinstance(call, dict):
+        return "load_inline's arguments could not be read"
+    if not isinstance(call.get("name"), str) or not _PLAIN_NAME.fullmatch(call["name"]):
+        return "load_inline's name must be a plain name (letters, digits, '_', '.', '-')"
+    for arg in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths"):
+        flags = call.get(arg) or []
+        for flag in [flags] if isinstance(flags, str) else flags if isinstance(flags, list) else [None]:
+            if not isinstance(flag, str):
+                return f"load_inline's {arg} must be strings"
+            if any(_TOOLCHAIN_FLAG.search(part) for part in re.split(r"[,= ]", flag)):
+                return f"the flag {flag[:80]!r} in {arg} is not allowed here (it changes the toolchain or reads flags from a file)"
+    return None
 
 
 def build_key(source: str) -> str:

@@ -186,6 +186,16 @@ class Deadline:
         self.step = Step(name, budget_s, budget_s + self.cfg.build_timeout_s if wall_s is None else wall_s,
                          compile0=self._not_its())
 
+    def excuse(self, seconds: float) -> None:
+        """The process waited `seconds` for the judge's own work (a compile it asked for): not its time
+        (the wall limit still counts it)."""
+        self.clock.compile_s += seconds
+        self.clock.restart()
+
+    def wall_left(self) -> float:
+        """Seconds before the current step's wall limit."""
+        return self.step.wall_s - (time.monotonic() - self.step.t0)
+
     def _not_its(self) -> float:
         return self.clock.compile_s + self.clock.starved_s
 

@@ -2,13 +2,15 @@
 
 An idle process has torch imported (a run process its CUDA context made too) and waits for its
 submission: it costs an evaluation no start-up, and 64 sessions never start 64 torch imports at
-once. Two kinds: run processes per device (key ("run", gpu)) and build processes without a GPU for
-all (key BUILD). Each lives in a folder of its own (where its submission will be written) with its
-own build folder and Triton cache in it; the evaluation's settings come with its plan
-(candidate/runner.py). A candidate process writes nothing but its own folder (and, where CUDA IPC does
-not need the host's, a /dev/shm of its own: sandbox.wrap's private_ipc), so nothing it writes is
-loaded by another process, except what the judge itself publishes (builds.publish_build, and the
-Triton cache of the runner's own warm-up kernel, taken before any candidate code ran: `_publish_warm`).
+once. Three kinds: run processes per device (key ("run", gpu)), and without a GPU for all, build
+processes (key BUILD: they import submissions) and compile processes (key COMPILE: each builds one
+load_inline call and runs no candidate code). Each lives in a folder of its own (where its submission
+will be written) with its own build folder and Triton cache in it; the evaluation's settings come with
+its plan (candidate/runner.py). A candidate process writes nothing but its own folder (and, where CUDA
+IPC does not need the host's, a /dev/shm of its own: sandbox.wrap's private_ipc), so nothing it writes
+is loaded by another process, except what the judge itself publishes (builds.publish_build: what
+compile processes built; and the Triton cache of the runner's own warm-up kernel, taken before any
+candidate code ran: `_publish_warm`).
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ from .sandbox import PYTHON, Proc, wrap
 
 log = logging.getLogger("kernel_env.judge")
 BUILD = ("build", None)  # the pool key of idle build processes (not tied to a device)
+COMPILE = ("compile", None)  # and of idle compile processes
+NO_GPU = (P.BUILD, P.COMPILE)  # the modes of candidate processes without a GPU
 RUNNER = [PYTHON, "-m", "kernel_env.candidate.runner"]
 
 
@@ -58,6 +62,7 @@ class CandidatePools:
         self.slots, self.isolation, self.hide, self.bytecode = slots, isolation, hide, bytecode
         self.idle: dict[tuple, list[Proc]] = {("run", g): [] for g in devices}
         self.idle[BUILD] = []
+        self.idle[COMPILE] = []
         self._starting = {k: 0 for k in self.idle}
         self._loop = None
         self._bg: set[asyncio.Task] = set()  # processes being started for the pool
@@ -65,12 +70,12 @@ class CandidatePools:
         self.triton_warm = triton_warm_dir(cfg.cache_dir)
 
     def idle_runners(self) -> int:
-        return sum(len(v) for k, v in self.idle.items() if k != BUILD)
+        return sum(len(v) for k, v in self.idle.items() if k[0] == "run")
 
     def fill(self, key: tuple) -> None:
         """Start candidate processes in the background until enough are idle or starting for `key`:
-        ("run", gpu) keeps `idle_runners` run processes of the device (one when one-shot), BUILD keeps
-        `staged_builders` build processes (none when one-shot)."""
+        ("run", gpu) keeps `idle_runners` run processes of the device (one when one-shot), BUILD and
+        COMPILE keep `staged_builders` processes each (none when one-shot)."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # processes started under an event loop that has ended
             for idle in self.idle.values():
@@ -81,7 +86,7 @@ class CandidatePools:
             self._starting = {k: 0 for k in self.idle}
             self._loop = loop
         cpu = self.cfg.device == "cpu"  # there the measurement is the CPU's: idle processes would take from it
-        if key == BUILD:
+        if key in (BUILD, COMPILE):
             target = 0 if self.one_shot else min(1, self.cfg.staged_builders) if cpu else self.cfg.staged_builders
         else:
             target = 1 if self.one_shot or cpu else max(1, self.cfg.idle_runners)
@@ -118,17 +123,17 @@ class CandidatePools:
 
     async def start_idle(self, key: tuple) -> Proc:
         """A candidate process before its evaluation is known, in a folder of its own with its own build
-        folder in it. A run process only reads the evaluation's build folder (fast_build's manifest); a
-        build process builds into its own, which the judge moves into the cache afterwards."""
+        folder in it. A run or build process only reads the evaluation's build folder (fast_build's
+        manifest); a compile process builds into its own, which the judge moves into the cache."""
         mode, gpu = key
-        if mode == P.BUILD:
+        if mode in NO_GPU:
             self.build_staging.mkdir(parents=True, exist_ok=True)
-        workdir = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=self.build_staging if mode == P.BUILD else self.work_root))
+        workdir = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=self.build_staging if mode in NO_GPU else self.work_root))
         try:
             (workdir / "torch_extensions").mkdir()
             # its own Triton cache, with a copy of the runner's warm-up kernel as the judge published it
             # (a copy: what the process then writes there changes nothing another one loads)
-            if self.triton_warm.is_dir():
+            if self.triton_warm.is_dir() and mode != P.COMPILE:  # a compile process runs no Triton
                 shutil.copytree(self.triton_warm, workdir / "triton", symlinks=True)
             else:
                 (workdir / "triton").mkdir()
@@ -179,19 +184,19 @@ class CandidatePools:
 
     async def start_candidate(self, mode: str, workdir: Path, gpu: int, ext_dir: Path, triton_dir: Path,
                               pch_dir: str | None) -> Proc:
-        """A candidate process: "build" without the GPU (its device files hidden), "run" with it."""
+        """A candidate process: "build" and "compile" without the GPU (its device files hidden), "run" with it."""
         cfg = self.cfg
         argv, env = await self.candidate_command(mode, [*RUNNER, mode, str(workdir)], workdir, gpu, ext_dir,
                                                  triton_dir, pch_dir)
         return await Proc.start(argv, workdir, env, cfg.output_cap_bytes, max_file_bytes=max_file_bytes(cfg),
                                 mem_bytes=cfg.candidate_memory_bytes if cfg.device == "cpu" else None, untrusted=True,
-                                nice=cfg.build_nice if mode == P.BUILD else 0,
-                                idle_sched=cfg.build_sched_idle and mode == P.BUILD)
+                                nice=cfg.build_nice if mode in NO_GPU else 0,
+                                idle_sched=cfg.build_sched_idle and mode in NO_GPU)
 
     async def candidate_command(self, mode: str, argv: list, workdir: Path, gpu: int, ext_dir: Path, triton_dir: Path,
                                 pch_dir: str | None) -> tuple[list, dict]:
         """argv wrapped in the sandbox, and the environment, of a candidate process of `mode`."""
-        hide = self.hide if mode == P.BUILD else ()
+        hide = self.hide if mode in NO_GPU else ()
         readonly = []
         if self.bytecode:  # torch's bytecode, compiled by the judge: read, never written
             await self.bytecode.ready()
@@ -205,7 +210,7 @@ class CandidatePools:
         env = self.env(workdir, gpu, trusted=False, ext_dir=ext_dir, pch_dir=pch_dir, triton_dir=triton_dir)
         if self.bytecode:
             env[bytecode_cache.ENV] = str(self.bytecode.dir)
-        if mode == P.BUILD:
+        if mode in NO_GPU:
             env["CUDA_VISIBLE_DEVICES"] = ""
         return argv, env
 

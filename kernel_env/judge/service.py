@@ -43,7 +43,7 @@ from .config import JudgeConfig
 from .devices import DeviceSlots, queued
 from .environ import ProcessEnv
 from .intake import screen
-from .pools import BUILD, CandidatePools
+from .pools import BUILD, COMPILE, CandidatePools
 from .reference import (REFERENCE_HELD_MAX, WORKER, JudgeInternalError, ReferenceWorkers, common_request,
                         task_request, timing_rule)
 from .run_stage import drive
@@ -210,6 +210,7 @@ class Judge:
             return
         self._precompiled_header()
         self.pools.fill(BUILD)
+        self.pools.fill(COMPILE)
         for gpu in self.references.workers:
             self.pools.fill(("run", gpu))
             self.references.start_ahead(gpu)

@@ -13,6 +13,7 @@ Actions:
   orphan NAME        fork; the child starts a session of its own, names itself NAME and sleeps
   bomb N             fork N children that sleep (bounded: the test must stay alive)
   write PATH         create PATH (and truncate it if it exists): refused or landed
+  rewrite-self -     append to the module file it was loaded from (refused: only compilers make it)
   sysv KEY           create a System V shared memory segment under KEY (hex) and leave it
   connect PORT       connect to 127.0.0.1:PORT
   secret TEXT        read every /proc/*/environ and /proc/*/cmdline it can; exit(42) if TEXT is there
@@ -28,6 +29,7 @@ NATIVE_CPP = r"""
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <fstream>
 #include <sstream>
@@ -57,6 +59,12 @@ static void native_one(const std::string& what, const std::string& arg) {
     } else if (what == "write") {
         int fd = open(arg.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) { (void)!write(fd, "planted", 7); close(fd); }
+    } else if (what == "rewrite-self") {
+        Dl_info info;
+        if (dladdr((void*)&native_one, &info) && info.dli_fname) {
+            int fd = open(info.dli_fname, O_WRONLY | O_APPEND);
+            if (fd >= 0) { (void)!write(fd, "planted", 7); close(fd); }
+        }
     } else if (what == "sysv") {
         key_t key = (key_t)std::strtol(arg.c_str(), nullptr, 16);
         int id = shmget(key, 4096, IPC_CREAT | 0666);
