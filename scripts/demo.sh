@@ -16,7 +16,6 @@ RUN=${RUN:-runs/demo}
 SEED=${SEED:-0}
 DEVICE=${DEVICE:-cpu}
 TEMPERATURE=${TEMPERATURE:-0.7}
-WARM_DEVICE=${WARM_DEVICE:-$DEVICE}  # where the warm start (SFT) runs
 if [ "$DEVICE" = cuda ]; then
   STEPS=${STEPS:-20}
   EVAL_STEPS=${EVAL_STEPS:-4}
@@ -51,7 +50,7 @@ stage "1/5 a tiny model with a tokenizer made here"
 "$PY" scripts/make_tiny_model.py "$RUN/tiny-model" --line-tokens --device "$DEVICE" --seed "$SEED" $MODEL_ARGS
 
 stage "2/5 warm start on the demo corpus (SFT)"
-"$PY" scripts/warm_start.py "$RUN/tiny-model" "$RUN/warm" --device "$DEVICE" --train-device "$WARM_DEVICE" --seed "$SEED"
+"$PY" scripts/warm_start.py "$RUN/tiny-model" "$RUN/warm" --device "$DEVICE" --seed "$SEED"
 
 stage "3/5 baseline: the warm-started model on the held-out task"
 "$PY" baseline_eval.py --env_url local --local_env_device "$DEVICE" --local_env_args "$ENV_ARGS" --levels 2 \

@@ -22,12 +22,11 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tasks", nargs="*", default=None, help="only these corpus tasks (default: all)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
-                   help="the env server's device: its corpus (C++ or CUDA answers) and prompts")
-    p.add_argument("--train-device", default=None, choices=("cpu", "cuda"), help="where SFT runs (default: --device)")
+                   help="the env server's device: its corpus (C++ or CUDA answers) and prompts; also where SFT runs")
     a = p.parse_args(argv)
     r = warm_start(a.model_dir, a.out_dir, epochs=a.epochs, learning_rate=a.learning_rate, max_turns=a.max_turns,
                    prompts_per_answer=a.prompts_per_answer, batch_size=a.batch_size, seed=a.seed, tasks=a.tasks,
-                   device=a.device, train_device=a.train_device)
+                   device=a.device)
     print(f"warm start: final loss {r['loss']:.4f} after {r['seconds']:.0f} s; model written to {a.out_dir}")
     for task in a.tasks or corpus_tasks(corpus_dir_for(a.device)):  # what GRPO starts from: the mix of variants the model answers with
         shares = variant_shares(a.out_dir, task, a.max_turns, a.device)

@@ -161,7 +161,7 @@ def _running_candidates(marker: str) -> list[str]:
     from test_server import _proc_table
     out = []
     for _, cmd in _proc_table().values():
-        m = re.search(r"kernel_env\.candidate\.runner (?:run|build) (\S+)", cmd)
+        m = re.search(r"kernel_env\.candidate\.runner (?:run|build|compile) (\S+)", cmd)
         try:
             if m and marker in (Path(m.group(1)) / "submission.py").read_text():
                 out.append(cmd)

@@ -25,6 +25,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from kernel_env.judge.builds import CALL_FILE
+
 REPO = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPO / "tests" / "submissions"
 TOKEN = "test-" + secrets.token_hex(12)
@@ -433,14 +435,14 @@ def test_correct_submission_is_timed_and_rewarded(server):
 
 def _judge_children(srv: Server) -> dict[int, str]:
     """The server's processes that belong to an evaluation. Not counted: what the judge keeps between
-    evaluations (its reference worker, the precompiled-header build, idle run and build processes:
-    no submission in their folder yet)."""
+    evaluations (its reference worker, the precompiled-header build, idle run, build and compile processes:
+    no submission or call in their folder yet)."""
     out = {}
     for p, c in descendants(srv.proc.pid).items():
         if "kernel_env.candidate" not in c:
             continue
-        m = re.search(r"runner (?:run|build) (\S+)", c)
-        if m and Path(m.group(1)).is_dir() and not (Path(m.group(1)) / "submission.py").exists():
+        m = re.search(r"runner (?:run|build|compile) (\S+)", c)
+        if m and Path(m.group(1)).is_dir() and not any((Path(m.group(1)) / f).exists() for f in ("submission.py", CALL_FILE)):
             continue
         out[p] = c
     return out
@@ -448,7 +450,7 @@ def _judge_children(srv: Server) -> dict[int, str]:
 
 def _evaluation_folders(srv: Server) -> list:
     folders = list((srv.tmp / "kernel_env_work").iterdir()) + list((srv.cache / "build-staging").glob("*/*"))
-    return [p for p in folders if (p / "submission.py").exists()]
+    return [p for p in folders if (p / "submission.py").exists() or (p / CALL_FILE).exists()]
 
 
 def _start_hanging_step(srv: Server, ws) -> None:

@@ -65,12 +65,33 @@ def corpus_tasks(corpus_dir: str | Path = CORPUS_DIR) -> list[str]:
     return sorted({s.task_id for s in load_corpus(corpus_dir)})
 
 
+# GPUs whose names the made-up profiles use (with made-up names besides): a real server's name must be
+# a line the model has seen vary, or its pieces (tokens no prompt of the warm start had) derail it
+GPU_NAMES = ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "NVIDIA L4",
+             "NVIDIA GeForce RTX 4090", "NVIDIA B200", "NVIDIA A10G", "NVIDIA H100 PCIe", "Tesla T4")
+
+
 def fake_profile(rng: random.Random, device: str = "cpu") -> dict:
-    """A timing section shaped like the judge's task profile, with made-up numbers."""
-    t_ref = rng.uniform(0.05, 30.0)
-    t_min = t_ref * rng.uniform(0.02, 0.5)
-    return {"device_name": "cpu" if device == "cpu" else "NVIDIA GPU", "t_ref_ms": t_ref, "t_min_ms": t_min, "flops": rng.uniform(1e5, 1e9),
-            "bytes": rng.uniform(1e5, 1e8), "bound": rng.choice(["memory", "compute"]), "ref_roofline_frac": t_min / t_ref}
+    """A timing section shaped like the judge's task profile, with made-up numbers (and, for a GPU, a
+    GPU's name: a real one or a made-up one)."""
+    if device == "cpu":
+        t_ref = rng.uniform(0.05, 30.0)
+        t_min = t_ref * rng.uniform(0.02, 0.5)
+    else:  # GPU tasks take microseconds to milliseconds: the real numbers' digits must not be new to it
+        t_ref = 10 ** rng.uniform(-3, 1.5)
+        t_min = t_ref * 10 ** rng.uniform(-2, -0.3)
+    profile = {"device_name": "cpu", "t_ref_ms": t_ref, "t_min_ms": t_min, "flops": rng.uniform(1e5, 1e9),
+               "bytes": rng.uniform(1e5, 1e8), "bound": rng.choice(["memory", "compute"]), "ref_roofline_frac": t_min / t_ref}
+    if device != "cpu":
+        profile["device_name"] = _gpu_name(rng)
+    return profile
+
+
+def _gpu_name(rng: random.Random) -> str:
+    if rng.random() < 0.5:
+        return rng.choice(GPU_NAMES)
+    return (f"NVIDIA {rng.choice(['H', 'A', 'B', 'L', 'GB', 'GH', 'RTX ', 'GeForce RTX '])}{rng.randint(2, 9999)}"
+            + rng.choice(["", " PCIe", " SXM", " 80GB HBM3", "-SXM4-40GB", " Ti"]))
 
 
 def prompt(task_id: str, max_turns: int, profile: dict | None = None, kernelbench_dir: str = "",
@@ -94,9 +115,9 @@ def sft_rows(subs: list[Submission], max_turns: int, prompts_per_answer: int = 6
 
 def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40, learning_rate: float = 5e-3,
                max_turns: int = 1, prompts_per_answer: int = 6, batch_size: int = 4, seed: int = 0,
-               tasks=None, device: str = "cpu", train_device: str | None = None, log=print) -> dict:
+               tasks=None, device: str = "cpu", log=print) -> dict:
     """Fine-tune the model in `model_dir` on `device`'s corpus, with that device's prompts, training on
-    `train_device` (default: `device`); save it (and its tokenizer) to `out_dir`.
+    that device; save it (and its tokenizer) to `out_dir`.
     Returns {"loss": final train loss, "rows": dataset rows, "seconds": ...}."""
     import torch
     from datasets import Dataset
@@ -115,7 +136,7 @@ def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     cfg = SFTConfig(output_dir=str(out_dir), num_train_epochs=epochs, learning_rate=learning_rate,
                     lr_scheduler_type="cosine", warmup_steps=0.05, per_device_train_batch_size=batch_size,
-                    max_length=longest, seed=seed, data_seed=seed, use_cpu=(train_device or device) == "cpu", report_to="none",
+                    max_length=longest, seed=seed, data_seed=seed, use_cpu=device == "cpu", report_to="none",
                     save_strategy="no", disable_tqdm=True, weight_decay=0.0,
                     logging_steps=max(1, round(epochs * -(-len(rows) // batch_size) / 8)),  # ~8 loss lines
                     # TRL's defaults for GPUs: bf16 autocast on a CPU without bf16 units made each step

@@ -45,6 +45,7 @@ from .verdict import ErrorKind, Stage, Verdict
 log = logging.getLogger("kernel_env.judge")
 BUILT_MEMORY = 4096  # sources remembered as built
 MAX_COMPILES = 16    # load_inline calls one build may ask the judge to compile
+CALL_FILE = "call.json"  # in a compile process's folder: the call it builds
 # flags that would make a compiler run programs, plugins or specs of the candidate's choosing (which
 # could write the module after the compile), or read flags from a file (@file)
 _TOOLCHAIN_FLAG = re.compile(r"^(-B|--?specs|--?sysroot|-isysroot|-wrapper|-fuse-ld|--compiler-bindir|-ccbin|@)|plugin")
@@ -163,6 +164,7 @@ class Builds:
             return {"cmd": P.COMPILED, "ok": False, "message": why}
         compiler = await self.pools.take(COMPILE)
         try:
+            (compiler.workdir / CALL_FILE).write_text(json.dumps(call))  # what it compiles, for whoever looks
             if not await compiler.send(json.dumps({"cmd": P.COMPILE, "env": build_env, "call": call})):
                 raise JudgeInternalError("the compile process ended before it got its call: " + compiler.output()[-1500:])
             t0 = time.monotonic()
