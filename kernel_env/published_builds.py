@@ -1,11 +1,11 @@
 """The judge's record of the builds it published, and the check made before one is loaded.
 
-The judge moves what a build process built into the source's build folder in the cache and records
-each module file's SHA-256 beside that folder (`.published/`, not inside it: the folder was made by a
-candidate's build). A module is loaded only while its file still has that hash. Both sides check:
-the judge before it skips the build of a source it has built (judge/builds.py), and the run process
-before the submission is imported (candidate/runner.py), so what fast_build then loads from the
-folder is what the judge published.
+The judge moves what a compile process built into the source's build folder in the cache and records
+each module file's SHA-256 beside that folder (`.published/`, not inside it: the folder was made in a
+candidate's sandbox). A module is loaded only while its file still has that hash. Both sides check:
+the judge before it skips the build of a source it has built (judge/builds.py), and the build and
+run processes before they load from the folder (candidate/runner.py), so what fast_build then loads
+is what the judge published.
 """
 from __future__ import annotations
 

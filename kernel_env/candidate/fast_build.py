@@ -109,6 +109,7 @@ def loaded_digest() -> str:
 
 
 BUILT_MANIFEST = "kernel_env_built.json"  # in a build folder: call key -> the module that call built
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # an extension's name, a module file's name
 
 
 def _call_key(a: dict) -> str | None:
@@ -152,12 +153,9 @@ def _record_built(a: dict, key: str | None, module) -> None:
 def _published_dir(a: dict, root: str | None) -> Path | None:
     """Where the judge publishes a call's build: <root>/<name>, whatever build_directory the call names."""
     name = a.get("name")
-    if not root or not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name):
+    if not root or not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
         return None
     return Path(root) / name
-
-
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 def compile_only(a: dict) -> dict:
@@ -169,7 +167,7 @@ def compile_only(a: dict) -> dict:
     import types
     from torch.utils import cpp_extension as ce
     key = _call_key(a)
-    if key is None or _published_dir(a, "x") is None:
+    if key is None or not isinstance(a.get("name"), str) or not PLAIN_NAME.fullmatch(a["name"]):
         raise ValueError("load_inline's name must be a plain name and its arguments plain data")
     b = {k: v for k, v in a.items() if k != "build_directory"}  # built where the judge publishes from
 

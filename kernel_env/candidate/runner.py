@@ -129,7 +129,6 @@ def build(workdir: Path, fd: int) -> int:
     except ImportError:
         pass
     fast_build.install()
-    fast_build.COMPILE_BY = lambda a, key: _compiled_by_judge(fd, a, key)
     compile_failed = []
     from torch.utils import cpp_extension as ce
     for attr in ("load_inline", "load"):  # an exception that leaves load_inline is a compile error
@@ -146,10 +145,11 @@ def build(workdir: Path, fd: int) -> int:
         plan = json.loads(sys.stdin.readline() or "{}")
         if plan.get("cmd") != P.BUILD:
             return 0
-        _BUILT_DIR[0] = str((plan.get("env") or {}).get("KERNEL_ENV_BUILT_DIR") or "")
+        built_dir = str((plan.get("env") or {}).get("KERNEL_ENV_BUILT_DIR") or "")
         _apply_plan_env(plan)
     except (ValueError, AttributeError, TypeError):
         return 2
+    fast_build.COMPILE_BY = lambda a, key: _compiled_by_judge(fd, built_dir, a, key)
     t0 = time.monotonic()
     try:
         sub = harness.load_module(workdir / "submission.py", "submission")
@@ -167,9 +167,9 @@ def build(workdir: Path, fd: int) -> int:
     return 0
 
 
-def _compiled_by_judge(fd: int, a: dict, key: str | None):
+def _compiled_by_judge(fd: int, built_dir: str, a: dict, key: str | None):
     """A load_inline call of the submission, built by the judge's compile process and published into
-    the build folder (KERNEL_ENV_BUILT_DIR), imported from there."""
+    the plan's build folder `built_dir`, imported from there."""
     if key is None:
         raise RuntimeError("load_inline's arguments must be plain data (strings, lists, dicts, numbers)")
     harness.emit(fd, {"event": P.COMPILE, "call": {k: v for k, v in a.items() if k != "verbose"}})
@@ -181,15 +181,12 @@ def _compiled_by_judge(fd: int, a: dict, key: str | None):
         message = answer.get("message") if isinstance(answer, dict) else None
         raise RuntimeError(str(message or "the build of this load_inline call failed"))
     # the folder the plan named (also when the plan's check found nothing usable there yet), checked again
-    os.environ["KERNEL_ENV_BUILT_DIR"] = _BUILT_DIR[0]
-    ok = bool(_BUILT_DIR[0]) and published_builds.intact(Path(_BUILT_DIR[0]), if_absent=False)
+    os.environ["KERNEL_ENV_BUILT_DIR"] = built_dir
+    ok = bool(built_dir) and published_builds.intact(Path(built_dir), if_absent=False)
     module = fast_build._load_built(a, key) if ok else None
     if module is None:
         raise RuntimeError("the judge built this load_inline call, but its build is not in the build folder")
     return module
-
-
-_BUILT_DIR = [""]  # the build folder the plan named: the judge publishes this evaluation's builds there
 
 
 def compile_call(workdir: Path, fd: int) -> int:

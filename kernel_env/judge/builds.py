@@ -31,7 +31,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from .. import protocol as P
-from ..candidate.fast_build import BUILT_MANIFEST
+from ..candidate.fast_build import BUILT_MANIFEST, PLAIN_NAME
 from ..published_builds import hashes_file, read_hashes, sha256, intact as published_intact
 from . import deadlines
 from . import feedback as fb
@@ -225,7 +225,7 @@ def _unsafe_call(call) -> str | None:
     """Why a load_inline call (as a build process sent it) is not compiled, or None."""
     if not isinstance(call, dict):
         return "load_inline's arguments could not be read"
-    if not isinstance(call.get("name"), str) or not _PLAIN_NAME.fullmatch(call["name"]):
+    if not isinstance(call.get("name"), str) or not PLAIN_NAME.fullmatch(call["name"]):
         return "load_inline's name must be a plain name (letters, digits, '_', '.', '-')"
     for arg in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths"):
         flags = call.get(arg) or []
@@ -254,7 +254,7 @@ def build_key(source: str) -> str:
 
 def _manifest(folder: Path) -> dict:
     """fast_build's manifest of a build folder (load_inline call -> the module it built), the entries
-    whose module file is a plain file of that folder. Written by a candidate: a claim, read with care."""
+    whose module file is a plain file of that folder. Written in a candidate's sandbox: read with care."""
     path = folder / BUILT_MANIFEST
     try:
         if path.is_symlink() or path.stat().st_size > (1 << 20):
@@ -268,16 +268,13 @@ def _manifest(folder: Path) -> dict:
             continue
         file = e.get("file")
         if (isinstance(key, str) and len(key) <= 128 and isinstance(e.get("module"), str) and isinstance(file, str)
-                and _PLAIN_NAME.fullmatch(file) and (folder / file).is_file() and not (folder / file).is_symlink()):
+                and PLAIN_NAME.fullmatch(file) and (folder / file).is_file() and not (folder / file).is_symlink()):
             good[key] = {"module": e["module"], "file": file}
     return good
 
 
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-
-
 def publish_build(staged: Path, ext_dir: Path) -> None:
-    """Move what a build process built (the extension folders in its own folder's torch_extensions)
+    """Move what a compile process built (the extension folders in its own folder's torch_extensions)
     into the source's build folder in the cache, where run processes read it (fast_build's manifest).
     An extension folder not there yet moves as it is. Into one that is, only the modules of calls it
     lacks move, each under a name of its own, and the manifest is replaced by the union: files already
@@ -289,7 +286,7 @@ def publish_build(staged: Path, ext_dir: Path) -> None:
         return
     ext_dir.mkdir(parents=True, exist_ok=True)
     for src in built:
-        new = {} if src.is_symlink() or not src.is_dir() or not _PLAIN_NAME.fullmatch(src.name) else _manifest(src)
+        new = {} if src.is_symlink() or not src.is_dir() or not PLAIN_NAME.fullmatch(src.name) else _manifest(src)
         if not new:
             continue
         dst = ext_dir / src.name
