@@ -287,6 +287,9 @@ def test_a_spinning_kernel_is_killed_in_its_trial_and_the_next_evaluation_is_nor
 
 @slow
 def test_a_python_loop_at_import_ends_in_the_import_deadline(judge):
+    # the extension and the precompiled header in the cache first (a second of work after the test
+    # above), so that the build stage's time below is the import's
+    assert judge.evaluate_sync(TASK, submission("relu_ok.py")).correct
     code = submission("relu_ok.py").replace("\nclass ModelNew(", "\nwhile True:\n    pass\n\n\nclass ModelNew(", 1)
     t0 = time.monotonic()
     v = judge.evaluate_sync(TASK, code)

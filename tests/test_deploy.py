@@ -267,6 +267,7 @@ def test_image_command_passes_openenv_validate_url(tmp_path):
         code, call = post_json(mcp, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "step"}})
         assert call["error"]["code"] == -32602 and call["id"] == 3
         assert post_json(mcp, b"{not json")[1]["error"]["code"] == -32700
+        assert post_json(mcp, b"[" * 50_000)[1]["error"]["code"] == -32700  # nested too deeply for json
         assert post_json(mcp, {"jsonrpc": "2.0", "id": 4, "method": "resources/list"})[1]["error"]["code"] == -32601
     finally:
         rc = srv.stop()

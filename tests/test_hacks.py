@@ -198,11 +198,20 @@ KB_CHANGES = {
 }
 
 
+# the watch rejects this one under kernelbench (its output is no kernel's result) in nearly every run;
+# once, in a whole suite on 2 busy cores, it did not, and the comparison caught the zeros instead:
+# which check ends it is not deterministic yet
+KB_OR_WRONG = {"triton_zeros_softmax.py"}
+
+
 @slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.file[:-3])
 def test_case_under_kernelbench(kernelbench_verdicts, case):
     v = kernelbench_verdicts[case.file]
     expected = KB_CHANGES.get(case.file, (case.stage, case.kind))
+    if case.file in KB_OR_WRONG and (v.stage, v.error_kind) == WRONG:
+        assert any(s in v.feedback for s in case.says) and compute_reward(v)[0] == 0, v.feedback
+        return
     where = f"{case.file}: {v.stage}/{v.error_kind}: {v.feedback}"
     assert (v.stage, v.error_kind) == expected and v.policy == "kernelbench", where
     if expected == REJECTED:

@@ -2,12 +2,14 @@
 import asyncio
 import json
 import math
+import re
 import os
 from pathlib import Path
 import subprocess
 import tempfile
 import sys
 import time
+import traceback
 
 import pytest
 import torch
@@ -157,13 +159,40 @@ def test_an_import_error_that_is_not_a_compile_error_is_reported_by_the_run_proc
 
 
 @slow
+def test_a_source_that_includes_an_endless_file_ends_as_a_build_error(cache_dir):
+    """`#include "/dev/zero"`: g++ reads it, doubling its buffer, until an allocation fails. The
+    compile process caps the compilers' address space at its own plus compile_memory_bytes on every
+    device, so that allocation fails at once (here 256 MiB: g++ asks for 2 GiB first), not after the
+    machine's memory is gone (on a GPU box nothing else limits it; here the CPU device's 16 GiB would
+    have let it read 8 GiB)."""
+    code = submission("relu_ok.py").replace('name="kernel_env_test_ops"', 'name="kernel_env_test_endless"').replace(
+        "#include <torch/extension.h>", '#include "/dev/zero"\n#include <torch/extension.h>', 1)
+    assert '"/dev/zero"' in code
+    v = make_judge(cache_dir, compile_memory_bytes=256 << 20).evaluate_sync("level1/1_Small_ReLU", code)
+    assert (v.stage, v.error_kind) == ("build", "build_error"), v.feedback
+    sizes = [int(n) for n in re.findall(r"out of memory allocating (\d+) bytes", v.feedback)]
+    assert sizes and max(sizes) <= (2 << 30) + 4096, v.feedback
+
+
+@slow
 def test_build_error_reports_the_compiler_error_line(cache_dir):
     code = submission("relu_ok.py").replace('name="kernel_env_test_ops"', 'name="kernel_env_test_broken"').replace(
         "return y;\n}", "return y  // missing semicolon\n}", 1)
-    v = make_judge(cache_dir).evaluate_sync("level1/1_Small_ReLU", code)
+    judge = make_judge(cache_dir)
+    v = judge.evaluate_sync("level1/1_Small_ReLU", code)
     assert v.stage == "build" and v.error_kind == "build_error"
     assert "error" in v.feedback and "main.cpp" in v.feedback or "expected" in v.feedback, v.feedback
     assert "/tmp/" not in v.feedback and sys.prefix not in v.feedback and "-isystem" not in v.feedback  # no server paths
+    # the same broken kernel again (a policy's samples repeat one word for word): the compilers' answer
+    # without compiling it again
+    assert judge.stats()["compiles_rejected_again"] == 0
+    again = judge.evaluate_sync("level1/1_Small_ReLU", code.replace("class ModelNew(", "# another sample\nclass ModelNew(", 1))
+    assert (again.stage, again.error_kind, again.feedback) == (v.stage, v.error_kind, v.feedback)
+    assert judge.stats()["compiles_rejected_again"] == 1
+    # a kernel the compilers accept is not answered from there
+    ok = judge.evaluate_sync("level1/1_Small_ReLU", submission("relu_ok.py"))
+    assert ok.correct, ok.feedback
+    assert judge.stats()["compiles_rejected_again"] == 1
 
 
 @slow
@@ -188,11 +217,68 @@ def test_flags_that_change_the_toolchain_are_refused_before_any_compile(tmp_path
     (b"\xff\xfe class ModelNew: pass", "not_utf8"),
     ("class ModelNew(:\n", "syntax_error"),
     ("import torch\nclass Other: pass\n", "no_model_new"),
+    # CPython's parser gives up on these with MemoryError and RecursionError, not SyntaxError
+    ("x = " + "-" * 30000 + "1\nclass ModelNew: pass\n", "syntax_error"),
+    ("x = 1" + "+1" * 60000 + "\nclass ModelNew: pass\n", "syntax_error"),
 ])
 def test_format_failures_never_start_a_process(cache_dir, code, kind):
     v = make_judge(cache_dir).evaluate_sync("level1/1_Small_ReLU", code)
     assert v.stage == "format" and v.error_kind == kind and v.feedback
     assert "timings" in v.to_dict() and "build_s" not in v.timings
+
+
+def test_the_screen_leaves_the_event_loop_free(cache_dir, monkeypatch):
+    """The screen parses and checks text the submission controls (most of a second, built to be slow):
+    the server's other sessions must not wait on it. Here a screen that finishes only once the event
+    loop has run something else."""
+    import threading
+    from kernel_env.judge import service
+
+    screening, loop_ran = threading.Event(), threading.Event()
+    real = service.screen
+
+    def waits_for_the_loop(*args, **kw):
+        screening.set()
+        if not loop_ran.wait(20):
+            raise AssertionError("the event loop did not run while the screen worked")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(service, "screen", waits_for_the_loop)
+    judge = make_judge(cache_dir)
+
+    async def go():
+        evaluation = asyncio.create_task(judge.evaluate("level1/1_Small_ReLU", "class ModelNew(:\n"))
+        while not screening.is_set():
+            await asyncio.sleep(0.01)
+        loop_ran.set()  # this coroutine ran while the screen was under way
+        return await evaluation
+
+    v = asyncio.run(go())
+    assert (v.stage, v.error_kind) == ("format", "syntax_error")
+
+
+def test_the_screen_survives_finalizers_that_format_tracebacks(cache_dir):
+    """A collection in the middle of a parse runs finalizers; one that formats a traceback parses
+    source itself (traceback.py, for its ^^^ marks), which on CPython 3.11 turned the outer parse
+    into a SystemError. Asyncio's "exception was never retrieved" is such a finalizer."""
+    from kernel_env.judge.intake import screen
+
+    class Garbage:
+        def __init__(self):
+            self.me = self  # a cycle: only the collector frees it
+
+        def __del__(self):
+            try:
+                {"a": [1]}["a"][5] + (1 * 2)
+            except IndexError:
+                traceback.format_exc()
+
+    cfg = JudgeConfig(device="cpu", cache_dir=cache_dir)
+    code = submission("relu_ok.py")
+    for _ in range(400):
+        for _ in range(50):
+            Garbage()
+        assert screen("level1/1_Small_ReLU", code, cfg) is None
 
 
 @slow
@@ -242,6 +328,47 @@ def test_build_processes_run_at_a_lower_priority(tmp_path):
     if os.geteuid() != 0:
         assert not low["back"]
     assert JudgeConfig().build_nice > 0 and JudgeConfig().build_sched_idle
+
+
+def test_the_protocol_reader_takes_any_line_for_what_it_is(tmp_path):
+    """A candidate can write anything to its protocol pipe: a line that is not a JSON object is one
+    "garbage" event, JSON nested too deeply for the parser included, and the lines after it still come."""
+    from kernel_env.judge.sandbox import PYTHON, Proc, child_env
+
+    lines = ["[" * 100_000, "not json", "[1, 2]", '{"event": "hello"}']
+    code = f"import os, sys\nos.write(int(sys.argv[1]), {chr(10).join(lines + [''])!r}.encode())"
+
+    async def read():
+        p = await Proc.start([PYTHON, "-c", code], tmp_path, child_env(tmp_path, {}), 4096, untrusted=True)
+        got = [await p.next_message(30) for _ in range(len(lines) + 1)]
+        await p.close()
+        return got
+
+    assert asyncio.run(read()) == [{"event": "garbage"}] * 3 + [{"event": "hello"}, {"event": "eof"}]
+
+
+def test_a_candidates_folder_goes_whatever_it_did_to_the_permissions_in_it(tmp_path):
+    """A candidate of an unprivileged server runs as the server's user: it can chmod 000 the folders it
+    made, which the judge's own user then can neither list nor empty. Here as that user: root without
+    capabilities (setpriv), or the user running the tests."""
+    import shutil
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("as root, only setpriv can drop the capabilities that ignore permissions")
+    script = (
+        "import os, sys\nfrom pathlib import Path\nfrom kernel_env.judge.sandbox import remove_folder\n"
+        "top, outside = Path(sys.argv[1]), Path(sys.argv[2])\n"
+        "(top / 'a' / 'b').mkdir(parents=True); (top / 'a' / 'b' / 'f').write_text('x')\n"
+        "(top / 'c').mkdir(); (top / 'c' / 'g').write_text('y'); os.symlink(outside, top / 'c' / 'out')\n"
+        "for d, mode in (('a/b', 0), ('a', 0), ('c', 0o500), ('', 0)):\n    os.chmod(top / d, mode)\n"
+        "remove_folder(top)\nprint('left' if os.path.lexists(top) else 'gone', oct(outside.stat().st_mode & 0o777))\n")
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o750)
+    outside.chmod(0o750)
+    prefix = ["setpriv", "--bounding-set=-all", "--"] if os.geteuid() == 0 else []
+    out = subprocess.run(prefix + [sys.executable, "-c", script, str(tmp_path / "work"), str(outside)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["gone", "0o750"]  # all of it gone; nothing changed through the link
 
 
 @slow
@@ -561,6 +688,9 @@ def test_a_finished_build_moves_into_the_cache_without_changing_a_file_there(tmp
     (odd / "link" / "link.so").symlink_to(tmp_path / "outside.so")
     (odd / "huge" / "huge.so").write_text("x")
     (odd / "huge" / BUILT_MANIFEST).write_text(json.dumps({"k": {"module": "huge", "file": "huge.so"}, "pad": "x" * (2 << 20)}))
+    (odd / "deep").mkdir()
+    (odd / "deep" / "deep.so").write_text("x")
+    (odd / "deep" / BUILT_MANIFEST).write_text('{"k": {"module": "deep", "file": "deep.so"}, "pad": ' + "[" * 100_000)
     (odd / "linked_folder").symlink_to(staged(["c"]) / "ext", target_is_directory=True)
     publish_build(odd, ext)
     assert sorted(p.name for p in ext.iterdir()) == ["ext"]

@@ -1,9 +1,10 @@
 """The native fault battery on the CPU device, under each sandbox: C++ host code (a static initializer
 and a function forward calls) forks orphans and a bounded fork bomb, writes into every cache the judge
-keeps, into its own module file, /dev and /dev/shm, leaves a System V segment, connects to a loopback listener of this test,
-looks for the judge's secrets in every /proc/*/environ, signals its parent and the judge, spins and
-segfaults. Each evaluation ends in a verdict, nothing is left behind (no process, no file outside its
-folder, no shared memory), and after the faults the judge still judges a submission correctly.
+keeps, into its own module file, /dev and /dev/shm, leaves a System V segment, connects to a loopback
+listener of this test, looks for the judge's secrets in every /proc/*/environ, signals its parent and
+the judge, spins, segfaults and swaps an output slot for a named pipe or a link. Each evaluation ends
+in a verdict, nothing is left behind (no process, no file outside its folder, no shared memory), and
+after the faults the judge still judges a submission correctly.
 
 The C++ is tests/native/native_host.py's (one build for the whole battery); the same host code with
 a CUDA kernel is in tests/native/*_cuda.py for the device check.
@@ -105,10 +106,18 @@ def test_native_host_code_leaves_nothing_behind(mode, cache_dir, monkeypatch):
     try:
         # faults in forward, in the run process: each a clear verdict, nothing left. At load each tries
         # to rewrite its own module: the first one builds it (the first build of this kernel here)
+        # an output slot (a file in its folder on the CPU) that the judge reads back, swapped for a named
+        # pipe (opening it would wait for a writer) or a link to a file of the judge's: a wrong output
         for name, plan, stage, kind in (("segfault", "orphan kenv_seg; bomb 10; segv -", "run", "crash"),
-                                        ("spinning kernel", "orphan kenv_spin; spin -", "run", "run_timeout")):
+                                        ("spinning kernel", "orphan kenv_spin; spin -", "run", "run_timeout"),
+                                        ("slot made a pipe", "fifo slots/slot0_0.bin", "correctness", "output_mismatch"),
+                                        ("slot made a link", f"link slots/slot0_0.bin>{module}", "correctness",
+                                         "output_mismatch")):
+            t0 = time.monotonic()
             v = judge.evaluate_sync(TASK, submission(name, at_load="rewrite-self -", in_forward=plan))
             assert (v.stage, v.error_kind) == (stage, kind), (name, v.feedback)
+            if name.startswith("slot"):  # built by now: nothing waits for the reference worker's timeout
+                assert time.monotonic() - t0 < 60, name
             time.sleep(0.5)
             assert not _processes_named("kenv_"), name
             assert not list(work.iterdir()), name

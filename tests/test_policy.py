@@ -287,8 +287,9 @@ def test_pytorch_doing_all_the_work_beside_a_decoy_fails(verdicts):
 @slow
 def test_a_trivial_kernel_after_pytorchs_work_is_correct_with_a_share_near_zero(verdicts):
     lazy = verdicts["lazy", "kernelbench"]
-    # near 0: PyTorch's GEMM is ~2 ms here, the kernel's one row ~0.1 ms (mostly the call's own overhead)
-    assert lazy.correct and lazy.kernel_share < 0.15, (lazy.kernel_share, lazy.feedback)
+    # near 0: PyTorch's GEMM takes 0.5-2 ms on the CPU, the kernel's one row ~0.1 ms, mostly the call's
+    # own overhead, which on 2 busy cores was seen to take up to a fifth of the time
+    assert lazy.correct and lazy.kernel_share < 0.35, (lazy.kernel_share, lazy.feedback)
     assert lazy.kernel_share < verdicts["partial", None].kernel_share
 
 

@@ -358,7 +358,7 @@ def test_bad_requests_get_clear_errors_and_the_session_survives(server):
 @slow
 def test_malformed_and_oversized_messages(server):
     with raw_ws(server) as ws:
-        cases = [("not json", "INVALID_JSON"), ("[1, 2]", "INVALID_MESSAGE"), ('{"type": "bogus"}', "UNKNOWN_TYPE"),
+        cases = [("not json", "INVALID_JSON"), ("[" * 200_000, "INVALID_JSON"), ("[1, 2]", "INVALID_MESSAGE"), ('{"type": "bogus"}', "UNKNOWN_TYPE"),
                  ('{"type": "mcp", "data": {}}', "UNKNOWN_TYPE"), (b"\x00\x01binary", "INVALID_MESSAGE"),
                  ('{"type": "step", "data": {"code": 5}}', "VALIDATION_ERROR"),
                  ('{"type": "step", "data": {"code": "", "extra": 1}}', "VALIDATION_ERROR"),

@@ -206,6 +206,7 @@ def compile_call(workdir: Path, fd: int) -> int:
             raise ValueError(call)
     except (ValueError, AttributeError, TypeError, KeyError):
         return 2
+    _cap_address_space(plan.get("memory_bytes"))
     t0 = time.monotonic()
     try:
         entry = fast_build.compile_only(call)
@@ -214,6 +215,21 @@ def compile_call(workdir: Path, fd: int) -> int:
         return 0
     harness.emit(fd, {"event": P.COMPILED, "build_s": time.monotonic() - t0, **entry})
     return 0
+
+
+def _cap_address_space(extra) -> None:
+    """This process's address space, and that of each compiler it starts (they inherit the limit): what
+    it has now (torch imported) plus `extra` bytes. The sources are the candidate's: `#include
+    "/dev/zero"` makes g++ read, and allocate, until the machine's memory runs out."""
+    if not isinstance(extra, int) or isinstance(extra, bool) or extra <= 0:
+        return
+    with open("/proc/self/statm") as f:
+        now = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    cap = now + extra
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
 def _warm_triton(device) -> None:

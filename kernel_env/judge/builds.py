@@ -8,7 +8,9 @@ build folder in the cache (`publish_build`), and the build process, like the run
 imports it from there. So what any process loads from the cache was made by compilers alone, from
 the sources the call named; nothing a submission's code (its Python, or its C++ static initializers)
 did can change it. A source this judge has built before (with the same precompiled header) skips
-the stage.
+the stage, and a load_inline call its compilers rejected before is answered with the same errors
+without compiling it again (a policy's samples often repeat a broken kernel word for word, and a
+CUDA compile error costs every fallback of the fast path: half a minute to a minute on a GPU box).
 
 Only the judge writes the cache: candidate processes see it read-only (sandbox.wrap). At publish it
 records each module's SHA-256 beside the folder (`.published/`, not inside: the folder was made by a
@@ -37,18 +39,26 @@ from . import deadlines
 from . import feedback as fb
 from .config import JudgeConfig
 from .devices import queued
+from .intake import parse_source
 from .pools import BUILD, COMPILE, CandidatePools
 from .reference import JudgeInternalError
-from .sandbox import Proc, describe_exit
+from .sandbox import Proc, describe_exit, remove_folder
 from .verdict import ErrorKind, Stage, Verdict
 
 log = logging.getLogger("kernel_env.judge")
 BUILT_MEMORY = 4096  # sources remembered as built
 MAX_COMPILES = 16    # load_inline calls one build may ask the judge to compile
+FAILED_MEMORY = 512  # load_inline calls remembered as rejected by the compilers
 CALL_FILE = "call.json"  # in a compile process's folder: the call it builds
 # flags that would make a compiler run programs, plugins or specs of the candidate's choosing (which
 # could write the module after the compile), or read flags from a file (@file)
 _TOOLCHAIN_FLAG = re.compile(r"^(-B|--?specs|--?sysroot|-isysroot|-wrapper|-fuse-ld|--compiler-bindir|-ccbin|@)|plugin")
+# a compile failure that the same sources and flags give every time: the compilers' own diagnostics,
+# and nothing that says the machine (memory, disk, a signal) rather than the code made it fail
+_BUILD_FAILED = "Error building extension"
+_ERROR_WORD = re.compile(r"\berror\b|error:")
+_MACHINE_TROUBLE = re.compile(r"Killed|signal|No space left|Cannot allocate|out of memory|Resource temporarily"
+                              r"|Too many open files|Interrupted|timed out", re.I)
 
 
 class Builds:
@@ -65,6 +75,8 @@ class Builds:
         self._built: OrderedDict[str, bool] = OrderedDict()
         # build folders (kernels) whose first build is under way: the others with that kernel wait for it
         self._first_builds: dict[str, asyncio.Event] = {}
+        # load_inline calls (with their build settings) the compilers rejected: the answer they got
+        self._rejected: OrderedDict[str, str] = OrderedDict()
 
     @staticmethod
     def _key(source: str, pch_dir: str | None) -> str:
@@ -153,7 +165,7 @@ class Builds:
             # a build killed midway leaves its lock in the process's own folder, removed here with it
             if builder is not None:
                 await asyncio.shield(builder.close())
-                shutil.rmtree(builder.workdir, ignore_errors=True)
+                await asyncio.shield(asyncio.to_thread(remove_folder, builder.workdir))  # it may hold many files
 
     async def _compile(self, call, build_env: dict, ext_dir: Path, wall_s: float) -> dict:
         """Build one load_inline call of a submission in a compile process and publish it into
@@ -162,10 +174,16 @@ class Builds:
         why = _unsafe_call(call)
         if why:
             return {"cmd": P.COMPILED, "ok": False, "message": why}
+        rejected_key = hashlib.sha256(json.dumps([call, build_env], sort_keys=True, default=str).encode()).hexdigest()
+        if rejected_key in self._rejected:
+            self._rejected.move_to_end(rejected_key)
+            self.stats["compiles_rejected_again"] += 1
+            return {"cmd": P.COMPILED, "ok": False, "message": self._rejected[rejected_key]}
         compiler = await self.pools.take(COMPILE)
         try:
             (compiler.workdir / CALL_FILE).write_text(json.dumps(call))  # what it compiles, for whoever looks
-            if not await compiler.send(json.dumps({"cmd": P.COMPILE, "env": build_env, "call": call})):
+            if not await compiler.send(json.dumps({"cmd": P.COMPILE, "env": build_env, "call": call,
+                                                  "memory_bytes": self.cfg.compile_memory_bytes})):
                 raise JudgeInternalError("the compile process ended before it got its call: " + compiler.output()[-1500:])
             t0 = time.monotonic()
             msg = await compiler.next_message(max(wall_s, 0.0))
@@ -178,8 +196,14 @@ class Builds:
                 publish_build(compiler.workdir / "torch_extensions", ext_dir)
                 return {"cmd": P.COMPILED, "ok": True}
             if msg.get("event") == P.ERROR:
-                return {"cmd": P.COMPILED, "ok": False,
-                        "message": f"{msg.get('message', '')}\n{compiler.output()[-4000:]}"}
+                message = fb.bounded(f"{msg.get('message', '')}\n{compiler.output()[-4000:]}")
+                failed_at = message.find(_BUILD_FAILED)
+                if (failed_at >= 0 and _ERROR_WORD.search(message, failed_at + len(_BUILD_FAILED))
+                        and not _MACHINE_TROUBLE.search(message)):
+                    self._rejected[rejected_key] = message
+                    while len(self._rejected) > FAILED_MEMORY:
+                        self._rejected.popitem(last=False)
+                return {"cmd": P.COMPILED, "ok": False, "message": message}
             return {"cmd": P.COMPILED, "ok": False, "message": "the compile process of this load_inline call "
                     f"{describe_exit(compiler.returncode)}:\n{compiler.output()[-4000:]}"}
         finally:
@@ -242,8 +266,8 @@ def build_key(source: str) -> str:
     flags). Submissions that differ only in Python share a build; different kernels never share a
     folder, so they never wait on each other's build lock, even when they reuse an extension name."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        tree = parse_source(source)
+    except (SyntaxError, RecursionError, MemoryError):
         return hashlib.sha256(source.encode()).hexdigest()[:20]
     # docstrings and other bare string statements are not kernel sources: leave them out
     bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
@@ -260,7 +284,7 @@ def _manifest(folder: Path) -> dict:
         if path.is_symlink() or path.stat().st_size > (1 << 20):
             return {}
         entries = json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
         return {}
     good = {}
     for key, e in (entries.items() if isinstance(entries, dict) else ()):

@@ -122,13 +122,14 @@ def _dotted(node) -> str:
     return ""
 
 
-def _has_kernel(tree: ast.AST, source: str) -> bool:
-    for node in ast.walk(tree):
+def _has_kernel(nodes: list, source: str) -> bool:
+    uses_tl = re.search(r"\btl\.", source) is not None  # once: a submission may hold thousands of functions
+    for node in nodes:
         if isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] == "load_inline":
             return True
-        if isinstance(node, (ast.FunctionDef,)) and any(
+        if uses_tl and isinstance(node, (ast.FunctionDef,)) and any(
                 _dotted(d.func if isinstance(d, ast.Call) else d).endswith(("triton.jit", "triton.autotune", "jit"))
-                for d in node.decorator_list) and re.search(r"\btl\.", source):
+                for d in node.decorator_list):
             return True
     return False
 
@@ -141,15 +142,17 @@ def _forbidden_module(name: str) -> bool:
     return parts[0] in ("torch", "triton") and any(p.startswith("_") and not p.startswith("__") for p in parts[1:])
 
 
-def _check_cpp(source: str, tree: ast.AST, policy: str) -> CheckFailure | None:
+def _check_cpp(nodes: list, policy: str) -> CheckFailure | None:
     rules = (_CPP_COMPUTE_RULES if policy == STRICT else []) + _CPP_RULES
-    for node in ast.walk(tree):
+    for node in nodes:
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) >= 16):
             continue
         text = node.value
         if not any(m in text for m in _CPP_MARKERS):
             continue
-        code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)  # comments may mention anything
+        # comments may mention anything; an unterminated /* ends at the end of the text (as for the
+        # compiler, which refuses it), so that thousands of them cost one pass, not one pass each
+        code = re.sub(r"//[^\n]*|/\*.*?(?:\*/|\Z)", " ", text, flags=re.S)
         for rx, msg in rules:
             m = rx.search(code)
             if m and m.group(0).lstrip().startswith(".") and not re.search(r"std::j?thread|pthread_create", code):
@@ -165,15 +168,16 @@ def check_source(source: str, tree: ast.Module, policy: str = STRICT) -> CheckFa
     """The first forbidden pattern found, or None. Under the kernelbench policy PyTorch compute,
     ATen compute from C++ and vendor libraries are allowed (compute_policy.py); the rest holds under
     both."""
-    if not _has_kernel(tree, source):
+    nodes = list(ast.walk(tree))  # once: the checks below go over them several times
+    if not _has_kernel(nodes, source):
         return CheckFailure(ErrorKind.NO_KERNEL, "no custom kernel found: build one with "
                             "torch.utils.cpp_extension.load_inline (CUDA or C++) or write a @triton.jit kernel")
-    bad = _check_cpp(source, tree, policy)
+    bad = _check_cpp(nodes, policy)
     if bad:
         return bad
     # names bound by imports: attribute chains from them are library code (torch, F, os, ...)
     aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
@@ -187,7 +191,11 @@ def check_source(source: str, tree: ast.Module, policy: str = STRICT) -> CheckFa
             return aliases[head] + ("." + rest if rest else "")
         return dotted
 
-    for node in ast.walk(tree):
+    # `a.b.c` is three Attribute nodes; the rules on dotted names look at the whole chain once, from its
+    # outermost node (visited first), or a long chain would cost its length squared
+    inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)}
+
+    for node in nodes:
         line = getattr(node, "lineno", None)
         if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
             return CheckFailure(ErrorKind.FORBIDDEN_PATTERN, "try/except is not allowed: a failing kernel must fail, "
@@ -215,7 +223,7 @@ def check_source(source: str, tree: ast.Module, policy: str = STRICT) -> CheckFa
             if node.attr in FORBIDDEN_ATTRS:
                 return CheckFailure(ErrorKind.FORBIDDEN_PATTERN, f"accessing .{node.attr} (interpreter internals) "
                                     "is not allowed", line)
-            full = resolve(_dotted(node))
+            full = resolve(_dotted(node)) if id(node) not in inner else ""
             parts = full.split(".")
             if parts[0] == "os" and len(parts) > 1 and parts[1] not in OS_ALLOWED:
                 return CheckFailure(ErrorKind.FORBIDDEN_PATTERN, f"{full} is not allowed in a submission (only "

@@ -130,6 +130,10 @@ class JudgeConfig:
     input_dists: tuple[str, ...] = ("uniform", "heavy", "signed", "positive", "large", "small", "edges")
     sandbox: str = "auto"                   # auto | bwrap | unshare | none (see judge/sandbox.py)
     candidate_memory_bytes: int = 16 << 30  # address-space limit of a candidate on the CPU device
+    # address space each compiler of a load_inline call may have beyond what the compile process took
+    # to import torch (on every device): the sources are the candidate's, and an #include of /dev/zero
+    # makes the compiler read until the machine's memory runs out
+    compile_memory_bytes: int = 16 << 30
     # faster load_inline builds, same modules (candidate/fast_build.py): the .cu sees no torch header
     # ("shim": cuda_prelude_shim.h, main.cpp answers its calls with torch's functions; a kernel it cannot
     # build goes to "core"), or a light prelude of ATen headers ("core" | "aten"; "off" = torch's own
@@ -160,7 +164,7 @@ class JudgeConfig:
             raise ValueError("min_kernel_share needs kernel_share on (the share is what it is compared with)")
         if self.correctness_trials < 1:
             raise ValueError("correctness_trials must be >= 1")
-        for name in ("import_timeout_s", "run_step_floor_s", "run_construct_s", "kill_wait_s"):
+        for name in ("import_timeout_s", "run_step_floor_s", "run_construct_s", "kill_wait_s", "compile_memory_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
         for name in ("run_ref_factor", "run_first_call_s", "run_call_overhead_s"):

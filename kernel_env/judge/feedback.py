@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import re
 
-_ERR = re.compile(r"(^|[\s:(])(fatal )?error( #?\w+-?\w*)?:")  # gcc / clang / nvcc / ptxas diagnostics
+# gcc / clang / nvcc / ptxas diagnostics. Written so that no two parts can match the same characters:
+# the text is the candidate's, and an ambiguous `\w+-?\w*` costs a line's length squared
+_ERR = re.compile(r"(^|[\s:(])(fatal )?error( #?\w+(?:-\w*)?)?:")
 _ABS_PATH = re.compile(r"(?<![\w.])(?:/[\w.\-+]+)+/([\w.\-+]*)")
 _COMMAND_LINE = re.compile(r"^\s*(\[\d+/\d+\]\s*)?(c\+\+|g\+\+|gcc|nvcc|clang\+\+|\S*/nvcc|FAILED:)\s")
 
@@ -34,7 +36,18 @@ def compiler_errors(output: str, max_errors: int = 3, context: int = 2) -> str:
     return "\n...\n".join(picked)
 
 
+# of a message from a candidate process (a protocol line may be megabytes), the part feedback looks at
+MESSAGE_CHARS = 64 * 1024
+
+
+def bounded(text: str, chars: int = MESSAGE_CHARS) -> str:
+    """At most `chars` of `text`: its head, where a compiler's first errors are, and its tail, where a
+    traceback's exception is."""
+    return text if len(text) <= chars else text[: chars * 3 // 4] + "\n[...]\n" + text[-(chars // 4):]
+
+
 def build_failure(message: str, output: str, limit: int) -> str:
+    message = bounded(message)
     errs = compiler_errors(output + "\n" + message)
     if not errs:
         errs = "\n".join(message.strip().splitlines()[-12:])
@@ -43,7 +56,7 @@ def build_failure(message: str, output: str, limit: int) -> str:
 
 def runtime_failure(what: str, message: str, output: str, limit: int) -> str:
     """`what` and the end of the traceback or output, where the exception itself is."""
-    tail = scrub_paths("\n".join((message or output).strip().splitlines()[-15:]))
+    tail = scrub_paths("\n".join((message or output)[-MESSAGE_CHARS:].strip().splitlines()[-15:]))
     room = max(limit - len(what) - 20, 100)
     if len(tail) > room:
         tail = "[...]\n" + tail[-room:]
@@ -82,6 +95,7 @@ def kernel_share_line(kt: dict, device: str) -> str:
 
 def _short_name(name: str) -> str:
     """A kernel's or op's name, readable: no template arguments or parameter lists."""
+    name = name[:1000]  # a kernel's name is the candidate's: each unclosed `<` costs a pass over it
     name = re.sub(r"<.*>", "", name)
     name = re.sub(r"\(.*\)", "", name).strip()
     name = name.split()[-1] if name.split() else name

@@ -3,6 +3,8 @@ Python source defining ModelNew (format), and free of the patterns the static ch
 from __future__ import annotations
 
 import ast
+import gc
+import threading
 
 from ..compute_policy import STRICT
 from . import feedback as fb
@@ -34,10 +36,13 @@ def screen(task_id: str, code, cfg: JudgeConfig, policy: str = STRICT) -> Verdic
     if "\x00" in text:
         return fail(Stage.FORMAT, ErrorKind.NOT_UTF8, "The submission contains NUL characters.")
     try:
-        tree = ast.parse(text)
+        tree = parse_source(text)
     except SyntaxError as e:
         line = (e.text or "").rstrip()
         return fail(Stage.FORMAT, ErrorKind.SYNTAX_ERROR, f"Syntax error at line {e.lineno}: {e.msg}\n    {line}")
+    except (RecursionError, MemoryError):
+        # CPython's parser gives up on deep nesting (`- - - ... 1`, `1+1+...+1`) with these, not SyntaxError
+        return fail(Stage.FORMAT, ErrorKind.SYNTAX_ERROR, "The submission nests expressions too deeply to parse.")
     if not any((isinstance(n, ast.ClassDef) and n.name == "ModelNew") or
                (isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "ModelNew" for t in n.targets))
                for n in tree.body):
@@ -48,3 +53,23 @@ def screen(task_id: str, code, cfg: JudgeConfig, policy: str = STRICT) -> Verdic
         where = f" (line {bad.line})" if bad.line else ""
         return fail(Stage.STATIC, bad.kind, f"Rejected before running{where}: {bad.message}.")
     return None
+
+
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_source(text: str) -> ast.Module:
+    """ast.parse with the garbage collector paused. CPython 3.11 keeps the AST builder's depth count per
+    interpreter, not per call: a finalizer run by a collection in the middle of a parse that itself
+    parses (traceback.py does, to underline a frame of a logged exception, as an asyncio task's
+    "exception was never retrieved" does) leaves the count off, and the outer parse raises
+    SystemError. Without collections no Python code runs inside the parse, so no thread switches
+    into one either. The lock keeps two threads from re-enabling the collector under each other."""
+    with _PARSE_LOCK:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return ast.parse(text)
+        finally:
+            if was_enabled:
+                gc.enable()

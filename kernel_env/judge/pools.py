@@ -29,7 +29,7 @@ from . import bytecode_cache
 from .config import JudgeConfig
 from .devices import DeviceSlots
 from .environ import ProcessEnv
-from .sandbox import PYTHON, Proc, wrap
+from .sandbox import PYTHON, Proc, remove_folder, wrap
 
 log = logging.getLogger("kernel_env.judge")
 BUILD = ("build", None)  # the pool key of idle build processes (not tied to a device)
@@ -52,7 +52,7 @@ async def discard(p: Proc) -> None:
         await p.close()
     else:  # its pipes belong to an event loop that has ended: kill it directly
         p.kill()
-    shutil.rmtree(p.workdir, ignore_errors=True)
+    await asyncio.to_thread(remove_folder, p.workdir)
 
 
 class CandidatePools:
@@ -82,7 +82,7 @@ class CandidatePools:
                 while idle:
                     p = idle.pop()
                     p.kill()
-                    shutil.rmtree(p.workdir, ignore_errors=True)
+                    remove_folder(p.workdir)
             self._starting = {k: 0 for k in self.idle}
             self._loop = loop
         cpu = self.cfg.device == "cpu"  # there the measurement is the CPU's: idle processes would take from it
@@ -140,7 +140,7 @@ class CandidatePools:
             p = await self.start_candidate(mode, workdir, self.cfg.gpus[0] if gpu is None else gpu,
                                            workdir / "torch_extensions", workdir / "triton", None)
         except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)
+            remove_folder(workdir)
             raise
         p.loop, p.workdir = asyncio.get_running_loop(), workdir
         if mode == "run":

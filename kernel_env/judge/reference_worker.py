@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import time
 import traceback
@@ -162,23 +163,40 @@ def _claimed_mismatch(ref: list, headers) -> dict | None:
             return {"what": "count", "message": "malformed output report"}
         name = f"output {k}" if len(ref) > 1 else "the output"
         if h.get("shape") != list(r.shape):
-            return {"what": "shape", "output": k, "message": f"{name} has shape {tuple(h.get('shape') or ())}, "
+            shape = h.get("shape")  # the runner's report: a list, unless something forged it
+            said = tuple(shape) if isinstance(shape, list) else repr(shape)
+            return {"what": "shape", "output": k, "message": f"{name} has shape {str(said)[:200]}, "
                     f"expected {tuple(r.shape)}"}
         if h.get("dtype") != harness.DTYPE_NAMES.get(r.dtype):
-            return {"what": "dtype", "output": k, "message": f"{name} has dtype {h.get('dtype')}, "
+            return {"what": "dtype", "output": k, "message": f"{name} has dtype {str(h.get('dtype'))[:60]}, "
                     f"expected {harness.DTYPE_NAMES.get(r.dtype)}"}
     return None
 
 
+def _open_slot(w: dict) -> int | None:
+    """A CPU slot's file, opened for reading, if it is still the one make_slots made, whole. The slot
+    sits in the candidate's folder: it may have been truncated (reading our mapping of it would crash
+    us), or its path may now hold a named pipe (opening that waits for a writer that never comes), a
+    link to a file of the judge's, or another file."""
+    try:
+        fd = os.open(w["file"], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or [st.st_dev, st.st_ino] != w.get("inode") or st.st_size < w["nbytes"]:
+        os.close(fd)
+        return None
+    return fd
+
+
 def _slots_intact(wire_row: list) -> bool:
-    """CPU slots are files the candidate could have truncated: reading such a mapping would crash us."""
+    """CPU slots are files the candidate could have truncated or replaced (_open_slot)."""
     for w in wire_row:
         if "file" in w:
-            try:
-                if os.stat(w["file"]).st_size < w["nbytes"]:
-                    return False
-            except OSError:
+            fd = _open_slot(w)
+            if fd is None:
                 return False
+            os.close(fd)
     return True
 
 
@@ -289,7 +307,7 @@ def check_row(req: dict, task_mod, device: torch.device, model, row: int, header
         clock("forward_s")
     bad = _claimed_mismatch(ref, headers)
     if bad is None and not _slots_intact(wire_row):
-        bad = {"what": "tampered", "message": "an output slot was truncated or removed"}
+        bad = {"what": "tampered", "message": "an output slot was truncated, removed or replaced"}
     if bad is None:
         bad = compare_outputs(ref, slot_row, req["tolerance"], atol_scale=scale)
     del ref  # before the next row's inputs: outputs of GBs
@@ -388,11 +406,10 @@ def _private_copy(slot_row: list, wire_row: list) -> list:
             out.append(t)
             continue
         nbytes = t.numel() * t.element_size()
-        try:
-            with open(w["file"], "rb") as f:
+        fd, data = _open_slot(w), b""
+        if fd is not None:
+            with open(fd, "rb") as f:
                 data = f.read(nbytes)
-        except OSError:
-            data = b""
         if len(data) < nbytes:
             out.append(torch.full(t.shape, float("nan")).to(t.dtype) if t.is_floating_point() else torch.zeros_like(t))
         else:

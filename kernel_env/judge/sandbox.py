@@ -36,6 +36,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import sys
 from pathlib import Path
 
@@ -313,9 +314,9 @@ class Proc:
                     break
                 try:
                     msg = json.loads(line)
-                    await self.messages.put(msg if isinstance(msg, dict) else {"event": "garbage"})
-                except ValueError:
-                    await self.messages.put({"event": "garbage"})
+                except (ValueError, RecursionError):  # RecursionError: `[[[[...` nested too deeply
+                    msg = None
+                await self.messages.put(msg if isinstance(msg, dict) else {"event": "garbage"})
         except (ValueError, asyncio.LimitOverrunError):
             await self.messages.put({"event": "garbage", "message": "protocol line too long"})
         finally:
@@ -401,6 +402,29 @@ def _group_running(pgid: int) -> bool:
         if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             return True
     return False
+
+
+def remove_folder(path: Path) -> None:
+    """Remove a candidate process's folder, whatever it did to it. A candidate running as the judge's
+    own user (an unprivileged server) can take the permissions off the folders it made (chmod 000),
+    which rmtree can then neither list nor empty: give them back, never through a link, and again."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path):
+        return
+    _own_folder(path)
+    for top, dirs, _ in os.walk(path, onerror=lambda e: None):  # a folder's folders, before they are opened
+        for d in dirs:
+            _own_folder(os.path.join(top, d))
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _own_folder(path) -> None:
+    """Owner's permissions back on `path` if it is a real folder, not a link to one."""
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            os.chmod(path, 0o700)
+    except OSError:
+        pass
 
 
 def describe_exit(rc: int | None) -> str:

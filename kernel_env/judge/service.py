@@ -47,7 +47,7 @@ from .pools import BUILD, COMPILE, CandidatePools
 from .reference import (REFERENCE_HELD_MAX, WORKER, JudgeInternalError, ReferenceWorkers, common_request,
                         task_request, timing_rule)
 from .run_stage import drive
-from .sandbox import Proc, describe_exit, gpu_device_nodes, isolation
+from .sandbox import Proc, describe_exit, gpu_device_nodes, isolation, remove_folder
 from .verdict import ErrorKind, Stage, Verdict, finish
 
 log = logging.getLogger("kernel_env.judge")
@@ -85,7 +85,7 @@ class Judge:
         self.references = ReferenceWorkers(cfg, devices, self.work_root, self.env)
         self._stats = {"evaluations": 0, "by_stage": {}, "waiting_build": 0, "waiting_device": 0, "running": 0,
                        "build_wait_s_total": 0.0, "device_wait_s_total": 0.0,
-                       "build_s_total": 0.0, "builds": 0, "measure_s_total": 0.0, "measures": 0}
+                       "build_s_total": 0.0, "builds": 0, "compiles_rejected_again": 0, "measure_s_total": 0.0, "measures": 0}
         self.builds = Builds(cfg, self.pools, self._stats)
         self._t0 = time.monotonic()
         self._profiles: dict[str, dict] = {}  # task id -> profile, for this judge's device
@@ -113,9 +113,12 @@ class Judge:
         me = asyncio.current_task()
         self._inflight.add(me)
         try:
-            v = screen(task.task_id, code, self.cfg, policy)
+            # the parse and the static checks take up to most of a second on text built to be slow
+            # (bench/bench_hostile_text.py): in a thread, so every other session's messages go on
+            v = await asyncio.to_thread(screen, task.task_id, code, self.cfg, policy)
             if v is None:
-                v = await self._run(task, code if isinstance(code, str) else code.decode("utf-8"), policy)
+                source = code if isinstance(code, str) else code.decode("utf-8")
+                v = await self._run(task, source, policy, await asyncio.to_thread(build_key, source))
         finally:
             self._stats["running"] -= 1
             self._inflight.discard(me)
@@ -234,10 +237,10 @@ class Judge:
         await self.pools.stop()
 
     # ---------------------------------------------------------------- one evaluation
-    async def _run(self, task: Task, source: str, policy: str) -> Verdict:
-        """Build, run and judge a submission that passed the screen."""
+    async def _run(self, task: Task, source: str, policy: str, key: str) -> Verdict:
+        """Build, run and judge a submission that passed the screen; `key` is its build_key."""
         cfg = self.cfg
-        ext_dir = cfg.cache_dir / "torch_extensions" / build_key(source)
+        ext_dir = cfg.cache_dir / "torch_extensions" / key
         v = Verdict(task.task_id, Stage.BUILD.value, policy=policy)
         # both candidate processes compile with the same header, or the run process would build again
         pch_dir = self._precompiled_header()
@@ -383,7 +386,7 @@ class Judge:
         finally:
             if cand is not None:
                 await asyncio.shield(cand.close())
-                shutil.rmtree(cand.workdir, ignore_errors=True)
+                await asyncio.shield(asyncio.to_thread(remove_folder, cand.workdir))  # it may hold many files
 
     async def _end(self, cand: Proc) -> None:
         """Kill a run process and wait until all of it has exited (deadlines.end_process): a process

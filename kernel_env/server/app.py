@@ -176,6 +176,8 @@ def _check_message(text: str) -> Optional[tuple[str, str]]:
         obj = json.loads(text)
     except ValueError:
         return None  # OpenEnv answers INVALID_JSON itself and keeps the session
+    except RecursionError:  # `[[[[...`: json gives up on deep nesting with this, not a ValueError
+        return "INVALID_JSON", "the message nests too deeply to parse"
     if not isinstance(obj, dict):
         return "INVALID_MESSAGE", "a message must be a JSON object with a 'type' field"
     if obj.get("type") not in MESSAGE_TYPES:
@@ -276,7 +278,7 @@ async def mcp_endpoint(request: Request) -> Response:
                 JsonRpcErrorCode.INVALID_REQUEST, f"request over {MCP_MAX_REQUEST_BYTES} bytes"))
     try:
         raw = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
         return _rpc(JsonRpcResponse.error_response(JsonRpcErrorCode.PARSE_ERROR))
     if not isinstance(raw, dict):  # MCP 2025-06-18 has no batches
         return _rpc(JsonRpcResponse.error_response(JsonRpcErrorCode.INVALID_REQUEST,

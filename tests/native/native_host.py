@@ -2,7 +2,8 @@
 *_cuda.py submissions here on a GPU). Native code is what the static checks on a submission's Python
 cannot see: here it forks orphans, writes into every cache the judge keeps and into /dev/shm, leaves a
 System V segment, connects to a socket, reads other processes' environment, fork-bombs, signals the
-judge, spins and segfaults.
+judge, swaps files of its folder the judge reads (an output slot on the CPU) for named pipes or links,
+spins and segfaults.
 
 What it does is chosen by a line of the submission, `# NATIVE: action arg; action arg; ...`, read at
 load (a static initializer, in every process that loads the module: the build process and the run
@@ -18,6 +19,8 @@ Actions:
   connect PORT       connect to 127.0.0.1:PORT
   secret TEXT        read every /proc/*/environ and /proc/*/cmdline it can; exit(42) if TEXT is there
   signal PID         kill(getppid(), SIGUSR2) unless it is 0, and kill(PID, SIGUSR2) (the judge's pid)
+  fifo PATH          replace PATH with a named pipe (a reader that opens it waits for a writer)
+  link PATH>TARGET   replace PATH with a symbolic link to TARGET
   segv -             write through a null pointer
   spin -             never return
 """
@@ -38,6 +41,7 @@ NATIVE_CPP = r"""
 #include <sys/prctl.h>
 #include <sys/shm.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void native_one(const std::string& what, const std::string& arg) {
@@ -94,6 +98,15 @@ static void native_one(const std::string& what, const std::string& arg) {
     } else if (what == "signal") {
         if (getppid() != 0) kill(getppid(), SIGUSR2);
         kill((pid_t)std::atoi(arg.c_str()), SIGUSR2);
+    } else if (what == "fifo") {
+        unlink(arg.c_str());
+        mkfifo(arg.c_str(), 0644);
+    } else if (what == "link") {
+        std::size_t cut = arg.find('>');
+        if (cut == std::string::npos) return;
+        std::string path = arg.substr(0, cut);
+        unlink(path.c_str());
+        (void)!symlink(arg.substr(cut + 1).c_str(), path.c_str());
     } else if (what == "segv") {
         static float* volatile null_ptr = nullptr;
         volatile float* p = null_ptr;
