@@ -7,8 +7,8 @@
 # the tasks and its eval, like the baseline, runs on the third (held out from GRPO).
 #   bash scripts/demo.sh        # RUN=runs/demo STEPS=20 EVAL_STEPS=5 SEED=0 PYTHON=python REPORT_TO=tensorboard by default
 # On a GPU box, DEVICE=cuda runs the same recipe on the GPU env: the corpus's CUDA answers
-# (kernel_env/data/demo_corpus_cuda), a larger model, more steps, training on the GPU:
-#   DEVICE=cuda bash scripts/demo.sh   # STEPS=20 EVAL_STEPS=4 LR=1e-4 by default (CPU: LR=1e-3)
+# (kernel_env/data/demo_corpus_cuda), the judge's own GPU timing, training on the GPU:
+#   DEVICE=cuda bash scripts/demo.sh   # the same defaults
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
@@ -16,24 +16,25 @@ RUN=${RUN:-runs/demo}
 SEED=${SEED:-0}
 DEVICE=${DEVICE:-cpu}
 TEMPERATURE=${TEMPERATURE:-0.7}
+STEPS=${STEPS:-20}
+EVAL_STEPS=${EVAL_STEPS:-5}
+LR=${LR:-1e-3}
+# hidden 64, 2 layers: a wider, deeper model (hidden 256, 4 layers) scrambled its answers' line order
+# after one GRPO step at lr 3e-4 and barely moved at 1e-4 (docs/log/demo-cuda-2026-12-05.md)
+MODEL_ARGS="--vocab-size 4096"
 if [ "$DEVICE" = cuda ]; then
-  STEPS=${STEPS:-20}
-  EVAL_STEPS=${EVAL_STEPS:-4}
-  LR=${LR:-1e-4}
-  MODEL_ARGS="--hidden 256 --layers 4 --heads 8 --kv-heads 4 --vocab-size 4096"
   ENV_ARGS="--max-turns 1 --stats-interval-s 0"  # the judge's own GPU timing
   TRAIN_ARGS="--local_env_device cuda --dtype float32 --bf16 false"
+  # the warm start trains on the env's real prompt too (this GPU's name and times; docs/training.md)
+  WARM_ARGS=(--env-prompts --env-args "$ENV_ARGS")
 elif [ "$DEVICE" = cpu ]; then
-  STEPS=${STEPS:-20}
-  EVAL_STEPS=${EVAL_STEPS:-5}
-  LR=${LR:-1e-3}
-  MODEL_ARGS="--vocab-size 4096"
   # a lighter timing than the judge's defaults (which are for GPUs): fast and slow answers differ ~10x here.
   # The tasks' 2 MB stay in a CPU's caches, where the reference's three passes can beat the copy-bandwidth
   # floor; the floor then becomes the reference's own time, and by default a fused pass more than 2x
   # faster than it would be flagged as below the physical floor (docs/training.md)
   ENV_ARGS="--max-turns 1 --stats-interval-s 0 --timing-budget-s 0.3 --l2-flush-bytes 4194304 --quiet-warmup-s 0.2 --quiet-min-wall-s 0.1 --timing-attempts 2 --roofline-violation-factor 0.25"
   TRAIN_ARGS="--local_env_device cpu --use_cpu --dtype float32 --bf16 false"
+  WARM_ARGS=()
 else
   echo "DEVICE must be cpu or cuda, not '$DEVICE'" >&2; exit 2
 fi
@@ -50,7 +51,7 @@ stage "1/5 a tiny model with a tokenizer made here"
 "$PY" scripts/make_tiny_model.py "$RUN/tiny-model" --line-tokens --device "$DEVICE" --seed "$SEED" $MODEL_ARGS
 
 stage "2/5 warm start on the demo corpus (SFT)"
-"$PY" scripts/warm_start.py "$RUN/tiny-model" "$RUN/warm" --device "$DEVICE" --seed "$SEED"
+"$PY" scripts/warm_start.py "$RUN/tiny-model" "$RUN/warm" --device "$DEVICE" --seed "$SEED" ${WARM_ARGS[@]+"${WARM_ARGS[@]}"}
 
 stage "3/5 baseline: the warm-started model on the held-out task"
 "$PY" baseline_eval.py --env_url local --local_env_device "$DEVICE" --local_env_args "$ENV_ARGS" --levels 2 \

@@ -5,8 +5,11 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import time
+from pathlib import Path
 
-from kernel_env.agent.warm_start import corpus_dir_for, corpus_tasks, variant_shares, warm_start
+from kernel_env.agent.warm_start import corpus_dir_for, corpus_tasks, fetch_env_prompts, variant_shares, warm_start
 
 
 def main(argv=None) -> None:
@@ -23,12 +26,22 @@ def main(argv=None) -> None:
     p.add_argument("--tasks", nargs="*", default=None, help="only these corpus tasks (default: all)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                    help="the env server's device: its corpus (C++ or CUDA answers) and prompts; also where SFT runs")
+    p.add_argument("--env-prompts", action="store_true",
+                   help="train on the prompt an env server on this machine sends too (an embedded one, started "
+                        "with --env-args; it keeps the tasks' profiles in $KERNEL_ENV_CACHE, which later servers share)")
+    p.add_argument("--env-args", default="", help="the embedded env server's flags (kernel-env serve's)")
     a = p.parse_args(argv)
+    tasks = a.tasks or corpus_tasks(corpus_dir_for(a.device))
+    env_prompts = None
+    if a.env_prompts:
+        t0 = time.monotonic()
+        env_prompts = fetch_env_prompts(tasks, a.device, shlex.split(a.env_args), Path(a.out_dir) / "env_server.log")
+        print(f"warm start: the env's prompts for {len(env_prompts)} tasks in {time.monotonic() - t0:.0f} s")
     r = warm_start(a.model_dir, a.out_dir, epochs=a.epochs, learning_rate=a.learning_rate, max_turns=a.max_turns,
                    prompts_per_answer=a.prompts_per_answer, batch_size=a.batch_size, seed=a.seed, tasks=a.tasks,
-                   device=a.device)
+                   device=a.device, env_prompts=env_prompts)
     print(f"warm start: final loss {r['loss']:.4f} after {r['seconds']:.0f} s; model written to {a.out_dir}")
-    for task in a.tasks or corpus_tasks(corpus_dir_for(a.device)):  # what GRPO starts from: the mix of variants the model answers with
+    for task in tasks:  # what GRPO starts from: the mix of variants the model answers with
         shares = variant_shares(a.out_dir, task, a.max_turns, a.device)
         print(f"  {task}: " + "  ".join(f"{v} {100 * x:.0f}%" for v, x in sorted(shares.items())))
 

@@ -108,7 +108,7 @@ def test_the_demo_tokenizer_learns_only_the_tasks_and_the_corpus(monkeypatch):
     from kernel_env.agent.warm_start import corpus_dir_for, load_corpus, prompt
 
     monkeypatch.setattr(tiny_model, "corpus_files", lambda: pytest.fail("the demo's tokenizer read the repo's files"))
-    for device, vocab_size in (("cpu", 2048), ("cuda", 4096)):  # scripts/demo.sh's vocabularies
+    for device, vocab_size in (("cpu", 4096), ("cuda", 4096)):  # scripts/demo.sh's vocabularies
         tok = tiny_model.build_tokenizer(vocab_size, line_tokens=True, device=device)
         for s in load_corpus(corpus_dir_for(device)):
             for text in (s.answer, prompt(s.task_id, 1, device=device)):
@@ -136,13 +136,12 @@ def test_the_warm_start_gives_every_answer_the_same_prompts():
 
 @pytest.mark.slow
 def test_the_gpu_recipes_warm_start_answers_a_real_gpus_prompt(tmp_path):
-    """The env's real prompt names its GPU and times in microseconds. When the warm start's made-up
-    profiles all said "NVIDIA GPU" and milliseconds, the pieces of a real name and of its numbers were
-    tokens the model never trained, and on an H200 every sample of the demo's model came out garbled.
-    The GPU recipe's model (scripts/demo.sh, DEVICE=cuda), warm-started here on the CPU, must answer the
-    prompts of the GPUs it runs on with answers of the corpus (an unlisted GPU's name still garbles
-    about a fifth of its answers: docs/log/demo-cuda-2026-12-05.md). On this CPU the old profiles pass
-    it too (their failure was seen on the GPU boxes only); the names alone changed fail it."""
+    """The env's real prompt names its GPU and gives times in microseconds. The warm start's made-up
+    profiles must cover such sections (real and made-up GPU names, 1 us to 30 ms): a section unlike
+    all it trained on can throw the model's copying of the task's own lines off (on the GPU boxes every
+    sample came out garbled: docs/log/demo-cuda-2026-12-05.md). The GPU recipe also trains on the env's
+    own prompt; this checks the made-up ones alone: the demo's model, warm-started here on the CPU
+    without the real prompt, answers the prompts of two GPUs with answers of the corpus."""
     import collections
 
     import torch
@@ -151,8 +150,7 @@ def test_the_gpu_recipes_warm_start_answers_a_real_gpus_prompt(tmp_path):
     from kernel_env.agent import tiny_model
     from kernel_env.agent.warm_start import corpus_dir_for, load_corpus, prompt, warm_start
 
-    tiny_model.build(tmp_path / "tiny", vocab_size=4096, hidden=256, layers=4, heads=8, kv_heads=4, line_tokens=True,
-                     device="cuda")
+    tiny_model.build(tmp_path / "tiny", vocab_size=4096, line_tokens=True, device="cuda")  # scripts/demo.sh's model
     warm_start(tmp_path / "tiny", tmp_path / "warm", device="cuda", log=lambda *_: None)
     tok = AutoTokenizer.from_pretrained(tmp_path / "warm")
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "warm").eval()
@@ -175,3 +173,29 @@ def test_the_gpu_recipes_warm_start_answers_a_real_gpus_prompt(tmp_path):
             got = collections.Counter(answers.get(code(tok.decode(o[ids["input_ids"].shape[1]:], skip_special_tokens=True)),
                                                   "other") for o in out)
             assert got["other"] <= 2, (name, task, dict(got))
+
+
+@pytest.mark.slow
+def test_the_warm_start_can_train_on_the_prompt_the_env_server_sends(tmp_path, monkeypatch):
+    """The GPU recipe's warm start trains on the env's real first message too (its device's name and
+    times): an env server started later with the same judge cache and flags must send that very text."""
+    from kernel_env.agent.local_server import LocalEnvServer
+    from kernel_env.agent.session import EnvSession
+    from kernel_env.agent.warm_start import corpus_dir_for, fetch_env_prompts, load_corpus, prompt, sft_rows
+
+    monkeypatch.setenv("KERNEL_ENV_CACHE", str(tmp_path / "cache"))
+    args = ["--max-turns", "1", "--stats-interval-s", "0", "--timing-budget-s", "0.3"]
+    task = "level2/2_Small_Scale_Add_Clamp"
+    got = fetch_env_prompts([task], "cpu", args, tmp_path / "env_server.log")
+    assert set(got) == {task} and "It will be timed on" in got[task] and "Reference (the PyTorch" in got[task]
+    assert got[task] != prompt(task, 1)  # the timing section: the made-up prompts do not have it
+    with LocalEnvServer("cpu", args, tmp_path / "env_server_2.log") as server:
+        session = EnvSession(server.url, task, "eval", token=server.token)
+        try:
+            assert session.reset().problem == got[task]
+        finally:
+            session.close()
+    subs = load_corpus(corpus_dir_for("cpu"), [task])
+    rows = sft_rows(subs, 1, prompts_per_answer=3, env_prompts=got)
+    assert [r["prompt"][0]["content"] for r in rows[1::3]] == [got[task]] * len(subs)
+    assert sum(r["prompt"][0]["content"] == got[task] for r in rows) == len(subs)  # once for each answer

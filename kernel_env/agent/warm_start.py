@@ -13,7 +13,11 @@ choice it learns on the train tasks carries to the held-out ones, whose answers 
 
 Prompts are the env's own first message (kernel_env/server/prompts.py) for the task, once without
 and a few times with a made-up timing profile: the real one carries measured times that differ from
-reset to reset, and the answer must not depend on them.
+machine to machine, and the answer must not depend on them. With `env_prompts` (the text an env
+server on this machine sends, `fetch_env_prompts`) one of them is the real one: a small model copies
+the task's own lines from the prompt into its answer, and a timing section unlike all it was trained
+on can throw that copying off (measured: the same model, trained from the same weights on the same
+rows, derailed on one task's real GPU prompt when trained under one torch build and not another).
 """
 from __future__ import annotations
 
@@ -101,23 +105,45 @@ def prompt(task_id: str, max_turns: int, profile: dict | None = None, kernelbenc
     return build_problem(task_id, task.source, profile, device, max_turns, for_level(None, task.level))
 
 
+def fetch_env_prompts(task_ids, device: str, env_args=(), log_path=None) -> dict[str, str]:
+    """{task: the first message an env server on this machine sends for it}, from an embedded server
+    started with `env_args` (kernel-env serve's flags). Its judge profiles each task on `device` and
+    keeps the profile in the judge cache (KERNEL_ENV_CACHE), so later servers with the same cache and
+    flags send the same text."""
+    from .local_server import LocalEnvServer
+    from .session import EnvSession
+    tasks, out = TaskSet(), {}
+    with LocalEnvServer(device, list(env_args), log_path) as server:
+        for t in task_ids:
+            session = EnvSession(server.url, t, tasks.get(t).split, token=server.token)
+            try:
+                out[t] = session.reset().problem
+            finally:
+                session.close()
+    return out
+
+
 def sft_rows(subs: list[Submission], max_turns: int, prompts_per_answer: int = 6, seed: int = 0,
-             device: str = "cpu") -> list[dict]:
+             device: str = "cpu", env_prompts: dict | None = None) -> list[dict]:
     """Conversational prompt-completion rows (SFTTrainer trains on the completion only). A task's
     answers share its prompts: each prompt comes with every answer, so nothing in it (the made-up
-    timings) can tell the model which answer to write, and it learns the mix of them."""
+    timings) can tell the model which answer to write, and it learns the mix of them. A task's
+    prompt in `env_prompts` stands in for its second prompt (the first has no timing section)."""
     rng = random.Random(seed)
     prompts = {t: [prompt(t, max_turns, None if k == 0 else fake_profile(rng, device), device=device)
                    for k in range(prompts_per_answer)] for t in dict.fromkeys(s.task_id for s in subs)}
+    for t, text in (env_prompts or {}).items():
+        if t in prompts and prompts_per_answer > 1:
+            prompts[t][1] = text
     return [{"prompt": [{"role": "user", "content": text}], "completion": [{"role": "assistant", "content": s.answer}]}
             for s in subs for text in prompts[s.task_id]]
 
 
 def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40, learning_rate: float = 5e-3,
                max_turns: int = 1, prompts_per_answer: int = 6, batch_size: int = 4, seed: int = 0,
-               tasks=None, device: str = "cpu", log=print) -> dict:
-    """Fine-tune the model in `model_dir` on `device`'s corpus, with that device's prompts, training on
-    that device; save it (and its tokenizer) to `out_dir`.
+               tasks=None, device: str = "cpu", env_prompts: dict | None = None, log=print) -> dict:
+    """Fine-tune the model in `model_dir` on `device`'s corpus, with that device's prompts (and the
+    env's own, `env_prompts`: sft_rows), training on that device; save it (and its tokenizer) to `out_dir`.
     Returns {"loss": final train loss, "rows": dataset rows, "seconds": ...}."""
     import torch
     from datasets import Dataset
@@ -128,7 +154,7 @@ def warm_start(model_dir: str | Path, out_dir: str | Path, *, epochs: float = 40
     subs = load_corpus(corpus_dir, tasks)
     if not subs:
         raise ValueError(f"no corpus submissions in {corpus_dir} for tasks {tasks}")
-    rows = sft_rows(subs, max_turns, prompts_per_answer, seed, device)
+    rows = sft_rows(subs, max_turns, prompts_per_answer, seed, device, env_prompts)
     tok = AutoTokenizer.from_pretrained(model_dir)
     longest = max(len(tok.apply_chat_template(r["prompt"] + r["completion"], tokenize=True, return_dict=False))
                   for r in rows)
