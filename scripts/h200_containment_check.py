@@ -48,6 +48,11 @@ LOOP_WITH_GPU = {"cuda": "\nwhile torch.cuda.is_available():\n    pass\n\n\nclas
                  "cpu": "\nwhile not __import__('os').environ.get('CUDA_VISIBLE_DEVICES') == '':\n    pass\n\n\nclass ModelNew("}
 
 
+
+def _ends(text: str) -> str:
+    """A verdict's feedback, its start and its end: an exception's own message comes last."""
+    return text if len(text) <= 1500 else text[:300] + "\n...\n" + text[-1200:]
+
 def cases(device: str) -> tuple[str, str, list]:
     """(task, honest source, [(name, source, expected (stage, error_kind))])."""
     if device == "cuda":
@@ -83,7 +88,7 @@ def _row(name: str, v, wall: float) -> dict:
     return {"case": name, "stage": v.stage, "error_kind": v.error_kind, "correct": v.correct,
             "t_new_ms": v.t_new_ms, "t_ref_ms": v.t_ref_ms, "verdict_s": round(wall, 2),
             "build_s": v.timings.get("build_s"), "run_s": v.timings.get("run_s"), "close_s": v.timings.get("close_s"),
-            "deadline": v.details.get("deadline"), "feedback": v.feedback[:300]}
+            "deadline": v.details.get("deadline"), "feedback": _ends(v.feedback)}
 
 
 async def run(args) -> dict:
