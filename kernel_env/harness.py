@@ -53,6 +53,17 @@ def synchronize(device: torch.device) -> None:
         _cuda_sync(device)  # device-wide: waits for work on every stream
 
 
+def free_cached(device: torch.device) -> None:
+    """Give this process's cached, unused device memory back to the device (for another process)."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def peak_memory(device: torch.device) -> int | None:
+    """The most device memory torch has allocated in this process so far, MiB (None on the CPU)."""
+    return torch.cuda.max_memory_allocated(device) >> 20 if device.type == "cuda" else None
+
+
 # Input distributions for correctness trials: a kernel that is right only for the task's
 # own inputs (standard normal, or uniform in [0, 1) for most KernelBench problems) must fail. Each is
 # a deterministic elementwise map of the task's own draw, applied to its floating-point tensors only:

@@ -14,8 +14,10 @@ Candidate processes (kernel_env/candidate/runner.py), in the order of an evaluat
     compile process <- {"cmd": COMPILE, "env", "call"}        -> COMPILED | ERROR (phase "build")
     run process     -> IMPORTED   <- {"cmd": WARM}            -> WARMED
                     <- the plan (seeds, task, timing rule)    -> READY
-                    <- {"cmd": GO, "slots", "token", "timing"} -> STEP "construct", STEP "trial" (i = 0,
-                                                                 1, ...), OUTPUTS (the trials' outputs)
+                    <- {"cmd": GO, "slots", "dists",          -> STEP "construct", STEP "trial" (i = 0,
+                        "trial_rows", "token", "timing"}         1, ...), OUTPUTS (a batch of trials'
+                                                                 outputs, "more": true while trials remain)
+                    <- {"cmd": NEXT}                          -> the next batch: STEP "trial"..., OUTPUTS
                     <- {"cmd": TIME}                          -> TIMED, STEP "profile", DONE | ERROR
 
 STEP ({"event": STEP, "step": ..., "i": ...}) says the runner starts that step: the judge gives each
@@ -36,6 +38,7 @@ COMPILE = "compile"    # to a compile process; also the build process's request 
 COMPILED = "compiled"  # the judge's answer to that request; also the compile process's event
 WARM = "warm"
 GO = "go"
+NEXT = "next"  # the trials checked so far passed: the next batch of trials, in the same slots
 TIME = "time"
 
 # events from a candidate process ("event")

@@ -121,6 +121,50 @@ time.sleep(60)
     assert run.failure.kind == "timing_invalid" and "out of order" in run.failure.feedback
 
 
+@pytest.mark.parametrize("rows,batches,checked,kind", [
+    # two slots for five trials: two full batches, then the last trial, "next" in between
+    (2, [(2, True), (2, True), (1, False)], [(2, 0), (2, 2), (1, 4)], "crash"),
+    (None, [(2, True)], [], "timing_invalid"),            # "more" with room left in the slots
+    (2, [(2, True), (1, True)], [(2, 0)], "timing_invalid"),  # a batch that does not fill the slots
+    (2, [(2, False)], [], "timing_invalid"),              # "the last batch" with trials to come
+    (None, [(5, False), (1, False)], [(5, 0)], "timing_invalid"),  # outputs once more after the last
+    (None, [(0, False)], [], "timing_invalid"),           # outputs before any trial
+])
+def test_trial_outputs_come_in_whole_batches_or_the_run_is_discarded(tmp_path, rows, batches, checked, kind):
+    """The runner reports each batch of trials that fills the trial slots, waiting for "next" after
+    it, then the last batch: any other batch is a forgery. (A run that got through its batches ends
+    here when the script exits: a crash, after every batch was checked.)"""
+    cfg = _cfg(tmp_path)
+    script = _PRELUDE + f"""
+say({{"event": "step", "step": "construct", "token": tok}})
+i = 0
+for n, more in {batches!r}:
+    for _ in range(n):
+        if i < 5:
+            say({{"event": "step", "step": "trial", "i": i, "token": tok}})
+        i += 1
+    say({{"event": "outputs", "trials": [[]] * n, "more": more, "token": tok}})
+    sys.stdin.readline()
+"""
+    seen = []
+
+    async def check(trials, first):
+        seen.append((len(trials), first))
+        return {"rows": first + len(trials), "passed": len(trials), "mismatch": None}
+
+    async def go():
+        cand = await _start(tmp_path, script)
+        run = await drive(cand, [], cfg, check=check, t_ref_ms=1.0, untrusted_roots=_roots(tmp_path),
+                          trial_rows=rows)
+        await deadlines.end_process(cand, cfg.kill_wait_s)
+        return run
+
+    run = _run(go())
+    assert run.failure.kind == kind, run.failure
+    assert kind != "timing_invalid" or "out of order" in run.failure.feedback
+    assert seen == checked
+
+
 def test_a_loop_at_import_ends_at_the_import_deadline(tmp_path):
     cfg = _cfg(tmp_path)
     script = _PRELUDE + "while True:\n    pass\n"

@@ -115,6 +115,25 @@ def test_wrong_kernel_fails_correctness_with_numbers(cache_dir):
 
 
 @slow
+def test_trials_that_share_slots_are_checked_batch_by_batch(cache_dir):
+    """Two output slots for five trials (what a multi-GB task gets on a card without room for five):
+    the runner waits for each batch's check before it uses the slots again. An honest kernel is correct
+    and timed; one that goes wrong from its third call on fails at a trial of a later batch, which ran
+    in a slot an earlier trial had used, and is never timed."""
+    judge = make_judge(cache_dir, trial_rows=2)
+    v = judge.evaluate_sync("level1/1_Small_ReLU", submission("relu_ok.py"))
+    assert v.correct and v.trials_passed == 5, v.feedback
+    check = v.details["ref_phases"]["check"]
+    assert check["batches"] == 3 and check["rows"] == 5 and check["passed"] == 5 and not check["deferred"]
+    assert len(v.details["run_phases"]["trial_steps_s"]) == 5
+    v = judge.evaluate_sync("level1/1_Small_ReLU", submission("relu_wrong_after_two_calls.py"))
+    assert (v.stage, v.error_kind) == ("correctness", "output_mismatch"), v.feedback
+    check = v.details["ref_phases"]["check"]
+    assert v.details["mismatch"]["trial"] >= 2 and check["batches"] >= 2 and check["passed"] >= 2
+    assert v.trials_passed == check["passed"] and "run_phases" not in v.details  # never timed
+
+
+@slow
 def test_segfault_is_a_run_failure_not_an_exception(cache_dir):
     judge = make_judge(cache_dir)
     v = judge.evaluate_sync("level1/1_Small_ReLU", submission("relu_segfault.py"))
@@ -869,21 +888,25 @@ def test_the_reference_worker_checks_the_trials_before_the_timing_and_compare_do
     def evaluation(k):  # prepare, and a candidate's side: the slots mapped, rows filled with the reference's outputs
         held, slot_dir = {}, tmp_path / f"slots{k}"
         slot_dir.mkdir()
-        prep = rw.handle("prepare", {**req, "slot_dir": str(slot_dir)}, req, dev, name, peaks, held)
+        prep = rw.handle("prepare", {**req, "slot_dir": str(slot_dir), **rows}, req, dev, name, peaks, held)
         slots = harness.open_slots(prep["slots"], dev)
+        k = prep["trial_rows"]
+        assert len(slots) == k + 2
 
-        def fill(row, wrong=False, salt=None):
+        def fill(row, wrong=False, salt=None):  # row: a trial, or len(seeds) + a timing set
             seed = seeds[row if row < len(seeds) else row - len(seeds)]
-            args = harness.make_inputs(task_mod, seed, dev, prep["slots"][row][0]["dist"] if row < len(seeds) else "normal")
+            args = harness.make_inputs(task_mod, seed, dev, prep["dists"][row] if row < len(seeds) else "normal")
             if salt:
                 args = harness.perturb_inputs(args, salt)
             out = [o + 1 if wrong else o for o in harness.flatten_outputs(harness.call(model, args, seed))]
-            return [{**h, "salt": salt} if salt else h for h in harness.fill_slots(slots[row], out)]
+            at = row % k if row < len(seeds) else k + row - len(seeds)
+            return [{**h, "salt": salt} if salt else h for h in harness.fill_slots(slots[at], out)]
         return held, fill
 
     def ask(mode, held, **more):
         return rw.handle(mode, {**req, **more}, req, dev, name, peaks, held)
 
+    rows = {}
     held, fill = evaluation(0)
     trials = [fill(i) for i in range(5)]
     got = ask("check", held, trials=trials)
@@ -906,6 +929,28 @@ def test_the_reference_worker_checks_the_trials_before_the_timing_and_compare_do
     assert got["rows"] == 0 and got["deferred"]
     res = ask("compare", held, trials=trials, rechecks=[])
     assert res["compare"]["mismatch"]["what"] == "tampered"
+
+    # two trial slots for five trials (a multi-GB task on a smaller card): each batch is checked before
+    # its slots take the next trials, and compare checks only the rechecks
+    rows = {"trial_rows": 2}
+    task.write_text((ROOT / "kernel_env/data/small_tasks/level1/1_Small_ReLU.py").read_text())
+    held, fill = evaluation(3)
+    passed = 0
+    for first in (0, 2, 4):
+        batch = [fill(i) for i in range(first, min(first + 2, 5))]
+        got = ask("check", held, trials=batch, first=first)
+        assert got["mismatch"] is None and got["rows"] == min(first + 2, 5)
+        passed += got["passed"]
+    assert passed == 5
+    rechecks = [fill(5 + j, salt=3 + j) for j in range(2)]
+    res = ask("compare", held, trials=[], rechecks=rechecks)
+    assert res["compare"]["mismatch"] is None and res["compare"]["passed"] == 5
+    # a wrong trial in a later batch, in a slot an earlier trial used: caught as that trial
+    held, fill = evaluation(4)
+    got = ask("check", held, trials=[fill(0), fill(1)], first=0)
+    assert got["mismatch"] is None
+    got = ask("check", held, trials=[fill(2), fill(3, wrong=True)], first=2)
+    assert got["mismatch"]["trial"] == 3 and got["rows"] == 3
 
 
 @slow

@@ -26,12 +26,14 @@ elsewhere and cross-checks the timings.
           waits for "go", which the judge sends once the device slot is its own. Only then is
           candidate code loaded (the module the build process made, read from its build folder), so
           it never runs while another submission is measured. "go" brings output slots made by the
-          judge (CUDA IPC handles, or mapped files on the CPU), each trial's with the input
-          distribution the reference worker chose for it. Construct ModelNew, run it on the inputs
-          of every trial seed (clones) under the watch (watch.py: outputs made by the submission's
-          kernels, and no PyTorch compute under the strict policy), copy the outputs into the slots ->
-          {"event": "outputs", ...}; on {"cmd": "time"} (the judge has checked them: wrong outputs
-          are never timed) time it, every call on fresh inputs (harness.perturb_inputs), a few random
+          judge (CUDA IPC handles, or mapped files on the CPU), slots for `trial_rows` trials at once,
+          and each trial's input distribution, the reference worker's choice. Construct ModelNew, run
+          it on the inputs of every trial seed under the watch (watch.py: outputs made by the
+          submission's kernels, and no PyTorch compute under the strict policy), copy the outputs into
+          the slots -> {"event": "outputs", "more": ...} once the slots are full (on {"cmd": "next"}
+          the next trials use them again) or the trials are done; on {"cmd": "time"} (the judge has
+          checked them: wrong outputs are never timed) time it, every call on fresh inputs
+          (harness.perturb_inputs of the first trials' inputs, made again), a few random
           calls watched too -> {"event": "timed", ...}; the slots of each timing set hold the output
           of one random timed call, named by its salt, for a recheck; a few more calls, measured, for
           the share of its time in the submission's own kernels (share.py) -> {"event": "done"} with
@@ -383,51 +385,69 @@ def main() -> int:
     try:
         slots.extend(harness.open_slots(go["slots"], device))  # trials first, then one row per timing set
         n_trials = len(seeds)
-        # each trial's input distribution comes with its slots (the reference worker chose it)
-        dists = [(go["slots"][i][0].get("dist") if go["slots"][i] else None) or "normal" for i in range(n_trials)]
+        # the slots of `rows` trials at once (fewer than the trials when device memory is short: each
+        # batch is checked before its slots are used again), and each trial's input distribution,
+        # both the reference worker's choice
+        rows = int(go.get("trial_rows") or n_trials)
+        dists = [d if isinstance(d, str) else "normal" for d in (go.get("dists") or [])][:n_trials]
+        dists += ["normal"] * (n_trials - len(dists))
         t1 = time.monotonic()
         phases["slots_s"] = t1 - t0 - phases["import_s"]
         model = harness.make_model(model_cls, task, init_seed, device)
         t2 = time.monotonic()
         phases["construct_s"] = t2 - t1
         phase = "forward"
-        kept = []  # inputs of the first trials: the timing loop times perturbed copies of them
         headers = []
         steps = phases["trial_steps_s"] = []  # per trial: inputs, forward (watched), copy into the slots
+        phases["gate_s"] = 0.0
+        gate: dict | None = None
         for i, seed in enumerate(seeds):
             emit({"event": P.STEP, "step": P.TRIAL, "i": i})
             ts = [time.monotonic()]
             args = harness.make_inputs(task, seed, device, dists[i])
             harness.synchronize(device)
             ts.append(time.monotonic())
-            out = harness.flatten_outputs(watched(harness.clone_args(args), seed))
+            # the trial's own inputs: the reference worker makes its own from the seed, and the timing
+            # makes its inputs anew, so what the forward does to these is seen by no one
+            out = harness.flatten_outputs(watched(args, seed))
             harness.synchronize(device)
             ts.append(time.monotonic())
-            headers.append(harness.fill_slots(slots[i], out))
+            headers.append(harness.fill_slots(slots[i % rows], out))
             harness.synchronize(device)
             ts.append(time.monotonic())
             steps.append([round(b - a, 3) for a, b in zip(ts, ts[1:])])
-            if i < plan["timing_sets"]:
-                kept.append((seed, args))
-            del out
-        cpu["outputs"] = _cpu_s()
-        t3 = time.monotonic()  # before the message: the judge's check (and its clock) starts only once it is read
-        emit({"event": P.OUTPUTS, "trials": headers})
-        phases["trials_s"] = t3 - t2
-        # the timing starts on the judge's word: once the reference worker has checked the trials
-        # (wrong outputs are never timed; no other process's GPU work in the timing)
-        try:
-            gate = json.loads(_SAVED_READLINE() or "{}")
-        except ValueError:
-            gate = None
-        if not isinstance(gate, dict) or gate.get("cmd") != P.TIME:
-            release_slots()
-            return 0
+            del out, args  # before the next trial's inputs: GBs on the largest tasks
+            if (i + 1) % rows and i + 1 < n_trials:
+                continue
+            # a batch of trials in its slots: the judge has the reference worker check it (wrong outputs
+            # are never timed); then either the next batch in the same slots, or the timing
+            more = i + 1 < n_trials
+            if more:
+                harness.free_cached(device)  # room for the worker's check of the batch
+            cpu["outputs"] = _cpu_s()
+            t3 = time.monotonic()  # before the message: the judge's check (and its clock) starts only once it is read
+            emit({"event": P.OUTPUTS, "trials": headers[-((i % rows) + 1):], "more": more})
+            try:
+                gate = json.loads(_SAVED_READLINE() or "{}")
+            except ValueError:
+                gate = None
+            phases["gate_s"] += time.monotonic() - t3  # the outputs message and the judge's check
+            if not isinstance(gate, dict) or gate.get("cmd") != (P.NEXT if more else P.TIME):
+                release_slots()
+                return 0
         t4 = time.monotonic()
-        phases["gate_s"] = t4 - t3  # the outputs message and the judge's check of the trials
+        phases["trials_s"] = t4 - t2 - phases["gate_s"]
         phases["timing_t0_us"] = int(t4 * 1e6)  # CLOCK_MONOTONIC: the judge's clock too
+        peak = harness.peak_memory(device)
+        if peak is not None:
+            phases["trials_peak_mib"] = peak
 
+        # the timing starts on the judge's word: once the reference worker has checked the trials (no
+        # other process's GPU work in the timing). Its calls time perturbed copies of the first trials'
+        # inputs, made again from their seeds (the worker rebuilds any call's inputs the same way)
         phase = "timing"
+        kept = [(seed, harness.make_inputs(task, seed, device, dists[j]))
+                for j, seed in enumerate(seeds[:plan["timing_sets"]])]
         flusher = harness.L2Flusher(device, plan["l2_flush_bytes"])
         state = {"n": 0, "set": 0, "salt": 0, "args": None, "out": None, "audits": 0}
         first_audit = rng.randrange(len(kept), len(kept) + 4)
@@ -442,12 +462,16 @@ def main() -> int:
             state["set"] = j = n if n < len(kept) else rng.randrange(len(kept))
             state["salt"] = n + 1
             seed, base = kept[j]
+            state["args"] = None  # the last call's inputs go before this call's are made
             args = harness.perturb_inputs(base, state["salt"])
             if n == first_audit or (n >= len(kept) and state["audits"] < MAX_AUDITS and rng.random() < AUDIT_P):
                 # an extra, untimed call under the watch, like a timed one: a forward that switches to
-                # PyTorch (or to a cache) once the trials are over is caught here
+                # PyTorch (or to a cache) once the trials are over is caught here. The timed call gets
+                # the same inputs made again (the audited call may have written into these)
                 state["audits"] += 1
-                watched(harness.clone_args(args), seed)
+                watched(args, seed)
+                args = None
+                args = harness.perturb_inputs(base, state["salt"])
             torch.manual_seed(seed)
             state["args"] = args
             state["n"] += 1
@@ -473,7 +497,7 @@ def main() -> int:
             # else reservoir sampling: a uniformly random call of this set is checked
             if not pinned[j] and (again or rng.random() * seen[j] < 1.0):
                 pinned[j] = again
-                hdr = harness.fill_slots(slots[n_trials + j], flat)
+                hdr = harness.fill_slots(slots[rows + j], flat)
                 recheck_headers[j] = [{**h, "salt": state["salt"]} for h in hdr] or [{"salt": state["salt"]}]
 
         t = dict(plan["timing"])
@@ -495,6 +519,9 @@ def main() -> int:
         harness.synchronize(device)
         phases["timing_s"] = time.monotonic() - t4
         phases["audits"] = state["audits"]
+        peak = harness.peak_memory(device)
+        if peak is not None:
+            phases["peak_mib"] = peak
         kernel_time = None
         if plan.get("kernel_share") in ("events", "profiler"):  # a few more calls: how much of its time its own kernels take
             phase = "profile"

@@ -77,6 +77,11 @@ class JudgeConfig:
     kill_wait_s: float = 30.0
     reference_timeout_s: float = 600.0      # reference outputs, reference timing, FLOP count
     correctness_trials: int = 5
+    # output slots for the trials held at once: 0 = all of them when they fit in the device's free
+    # memory beside the candidate's own inputs and outputs and the reference's check, else as many
+    # as fit (the candidate then waits for each batch's check before the next; a multi-GB task fits
+    # an 80 GB card); a number fixes it (tests, a card shared with other work)
+    trial_rows: int = 0
     atol_fp32: float = 1e-4
     rtol_fp32: float = 1e-4
     atol_half: float = 1e-2                 # fp16 / bf16
@@ -164,6 +169,8 @@ class JudgeConfig:
             raise ValueError("min_kernel_share needs kernel_share on (the share is what it is compared with)")
         if self.correctness_trials < 1:
             raise ValueError("correctness_trials must be >= 1")
+        if self.trial_rows < 0:
+            raise ValueError("trial_rows must be >= 0 (0: as many as fit in device memory)")
         for name in ("import_timeout_s", "run_step_floor_s", "run_construct_s", "kill_wait_s", "compile_memory_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import math
 import os
 import re
 import stat
@@ -352,7 +353,8 @@ def compare(req: dict, task_mod, device: torch.device, held: dict, phases: dict 
         else:
             j = row - len(seeds)
             headers, dist = (rechecks[j] if j < len(rechecks) else None), "normal"
-        status, bad = check_row(req, task_mod, device, model, row, headers, held["slots"][row], held["wire"][row],
+        at = slot_index(held, row, len(seeds))
+        status, bad = check_row(req, task_mod, device, model, row, headers, held["slots"][at], held["wire"][at],
                                 dist, own_rms, clock)
         if bad:
             return {"passed": passed, "mismatch": bad, "dists": dists}
@@ -361,13 +363,50 @@ def compare(req: dict, task_mod, device: torch.device, held: dict, phases: dict 
     return {"passed": passed, "mismatch": None, "dists": dists, "skipped": skipped}
 
 
+def slot_index(held: dict, row: int, n_trials: int) -> int:
+    """Where a row's outputs are: the trials take the first `trial_rows` slots in turn (a slot is used
+    again once its trial was checked), the rechecks of the timing sets the slots after them."""
+    k = held.get("trial_rows") or n_trials
+    return row % k if row < n_trials else k + row - n_trials
+
+
+def trial_rows(req: dict, prof: dict, device: torch.device, n_trials: int, timing_sets: int) -> int:
+    """How many trials' output slots exist at once. All of them, unless the device's free memory says
+    otherwise: the slots, the candidate's own inputs and outputs (the timing keeps `timing_sets` input
+    sets beside a call's inputs and outputs) and this worker's check of a trial (its inputs and the
+    reference's outputs) must fit beside each other. With fewer slots than trials the candidate waits
+    for the check of each batch before the next: a multi-GB task then fits on a card of 80 GB."""
+    fixed = req.get("trial_rows") or 0
+    if fixed:
+        return max(1, min(n_trials, int(fixed)))
+    if device.type != "cuda":
+        return n_trials
+    out_b = sum(math.prod(o["shape"]) * torch.empty(0, dtype=harness.DTYPES[o["dtype"]]).element_size()
+                for o in prof["outputs"])
+    in_b = max(int(prof.get("bytes") or 0) - out_b, 0)  # the inputs, and the model's state: an overestimate
+    free, _ = torch.cuda.mem_get_info(device)
+    free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)  # ours to give back
+    # a kernel's own temporaries and the caching allocator's rounding: the candidate counted twice over
+    others = max((timing_sets + 1) * in_b + 2 * out_b, 2 * (in_b + out_b) + in_b + out_b) + MEMORY_MARGIN
+    for k in range(n_trials, 1, -1):
+        if (k + timing_sets) * out_b + others <= free:
+            return k
+    return 1
+
+
+MEMORY_MARGIN = 1 << 30
+
+
 def check_trials(req: dict, task_mod, device: torch.device, held: dict, phases: dict) -> dict:
-    """The trials' slots against the reference, before the candidate is timed (it waits, alive: wrong
-    outputs are never timed). Rows in order on the evaluation's one model; those it cannot check now
-    (out of device memory beside the waiting candidate, the problem file changed) are left to compare,
-    after the candidate has exited, as without this check."""
-    seeds, trials = req["seeds"], req.get("trials") or []
+    """A batch of trials' slots against the reference (`trials`: their output headers, the first of them
+    trial `first`), before the candidate is timed (it waits, alive: wrong outputs are never timed).
+    Rows in order on the evaluation's one model; when every trial has a slot of its own, those it cannot
+    check now (out of device memory beside the waiting candidate, the problem file changed) are left to
+    compare, after the candidate has exited, as without this check. When the slots are used again
+    (trial_rows) nothing can wait: out of memory is the worker's error, retried, then the judge's."""
+    seeds, trials, first = req["seeds"], req.get("trials") or [], int(req.get("first") or 0)
     checked = held.setdefault("checked", {})
+    reused = (held.get("trial_rows") or len(seeds)) < len(seeds)
     # the problem file must be the one prepare saw: compare reports an edit made since
     if held.get("slots") is None or held.get("task_sha") is None or _file_sha(req["task_path"]) != held["task_sha"]:
         return {"rows": 0, "passed": 0, "mismatch": None, "deferred": True}
@@ -377,19 +416,22 @@ def check_trials(req: dict, task_mod, device: torch.device, held: dict, phases: 
     passed, deferred = 0, False
     try:
         model = _model(req, task_mod, device, held)
-        for row in range(len(seeds)):
+        for row in range(first, min(first + len(trials), len(seeds))):
+            at = slot_index(held, row, len(seeds))
             # the candidate is alive: its slot files (CPU) are read into memory of our own, which it
             # cannot truncate under us; a CUDA slot is this worker's own allocation
-            status, bad = check_row(req, task_mod, device, model, row, trials[row] if row < len(trials) else None,
-                                    _private_copy(held["slots"][row], held["wire"][row]), held["wire"][row],
+            status, bad = check_row(req, task_mod, device, model, row, trials[row - first],
+                                    _private_copy(held["slots"][at], held["wire"][at]), held["wire"][at],
                                     dists[row], own_rms, clock)
             if bad:
                 return {"rows": len(checked), "passed": passed, "mismatch": bad}
             checked[row] = status
             passed += status == "passed"
     except torch.OutOfMemoryError:
-        deferred = True
         gc.collect()
+        if reused:
+            raise
+        deferred = True
     finally:
         if device.type == "cuda":  # what the checks allocated goes back to the device for the candidate
             torch.cuda.empty_cache()
@@ -551,15 +593,12 @@ def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks
         # candidate starts, an edit made while the submission was imported shows here
         sha = _file_sha(t["task_path"])
         held["task_sha"] = sha if sha and sha.startswith(str(t.get("source_sha", ""))) else None
-        n = len(req["seeds"]) + req["timing_sets"]
-        held["slots"], held["wire"] = harness.make_slots(prof["outputs"], n, device, Path(req["slot_dir"]))
+        n, sets = len(req["seeds"]), req["timing_sets"]
+        held["trial_rows"] = res["trial_rows"] = k = trial_rows(req, prof, device, n, sets)
+        held["slots"], held["wire"] = harness.make_slots(prof["outputs"], k + sets, device, Path(req["slot_dir"]))
+        # the judge forwards the slots, the trials' input distributions and trial_rows to the candidate
         held["dists"] = res["dists"] = choose_dists(req, prof)
         res["phases"] = {"profile_s": round(t1 - t0, 4), "slots_s": round(time.monotonic() - t1, 4)}
-        # The candidate learns each trial's input distribution from its slots: the
-        # judge forwards "slots" to it unchanged (see candidate/runner.py).
-        for row, d in zip(held["wire"], held["dists"]):
-            for w in row:
-                w["dist"] = d
         res["slots"] = held["wire"]
     return res
 

@@ -84,6 +84,22 @@ def _kernel_time(raw) -> dict | None:
             "profile_s": float(raw["profile_s"]) if isinstance(raw.get("profile_s"), (int, float)) else None}
 
 
+def _add_check(so_far: dict | None, chk: dict, s: float) -> dict:
+    """The reference worker's checks of the batches of trials, added up: seconds per phase, rows
+    checked, trials passed; deferred when a check left rows to the compare."""
+    out = dict(so_far or {})
+    for k, x in (chk.get("phases") or {}).items():
+        if isinstance(x, (int, float)):
+            out[k] = round(out.get(k, 0.0) + x, 4)
+    out["rows"] = chk.get("rows")  # the worker's count of the trials checked so far
+    out["passed"] = (out.get("passed") or 0) + (chk.get("passed") or 0)
+    out["deferred"] = bool(out.get("deferred") or chk.get("deferred"))
+    out["batches"] = out.get("batches", 0) + 1
+    out["s"] = round(out.get("s", 0.0) + s, 4)
+    out["done_t"] = time.monotonic()
+    return out
+
+
 def valid_times(run: RunOutcome, max_timed_calls: int) -> bool:
     """Times are claims from the candidate process: sane numbers, and no more than the wall clock saw
     from "go" to "timed"."""
@@ -96,15 +112,22 @@ def valid_times(run: RunOutcome, max_timed_calls: int) -> bool:
 
 
 async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None = None,
-                check: Callable[[list], Awaitable[dict]] | None = None, t_ref_ms: float | None = None,
-                untrusted_roots: tuple = ()) -> RunOutcome:
-    """Drive the run phase of `cand`. `timing`: changes to the plan's timing rule, decided when the slot
-    is this evaluation's. `check(trials)`: the reference worker's check of the trials' outputs before
-    the candidate is timed; when they are wrong the run ends there (mismatch and passed set, no times).
+                check: Callable[[list, int], Awaitable[dict]] | None = None, t_ref_ms: float | None = None,
+                untrusted_roots: tuple = (), dists: list | None = None, trial_rows: int | None = None) -> RunOutcome:
+    """Drive the run phase of `cand`. `slots`: the reference worker's output slots, `trial_rows` of them
+    for the trials (all of them when None), then one per timing set; `dists`: each trial's input
+    distribution. `timing`: changes to the plan's timing rule, decided when the slot is this
+    evaluation's. `check(trials, first)`: the reference worker's check of a batch of trials' outputs
+    (the first of them trial `first`) before the candidate goes on; when they are wrong the run ends
+    there (mismatch and passed set, no times). With fewer trial slots than trials the candidate waits
+    for each batch's check before it uses the slots again, so then `check` is required.
     `t_ref_ms`: the reference's time per call, which sets each step's deadline (deadlines.py);
     `untrusted_roots`: folders the candidate can write (no compiler runs from there)."""
     limit = cfg.feedback_max_chars
     n_trials = cfg.correctness_trials
+    rows = min(trial_rows or n_trials, n_trials)
+    if rows < n_trials and check is None:
+        raise ValueError("trial slots used again need the check of each batch")
     # the judge's clock per step; the run as a whole gets run_timeout_s outside compilers
     dl = deadlines.Deadline(cand, cfg, ceiling_s=cfg.run_timeout_s, untrusted_roots=untrusted_roots)
     # the steps the runner announces, in their order: each may be announced once, and only in turn
@@ -116,11 +139,13 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
     # late, and both at once when it stood still longer than the timing took (a window of ~0 s)
     t_go = time.monotonic()
     deadlines.import_step(dl, cfg)
-    if not await cand.send(json.dumps({"cmd": P.GO, "slots": slots, "token": token, "timing": timing or {}})):
+    go = {"cmd": P.GO, "slots": slots, "dists": dists or [], "trial_rows": rows, "token": token, "timing": timing or {}}
+    if not await cand.send(json.dumps(go)):
         rc = await cand.wait(5)
         return _fail(ErrorKind.CRASH.value,
                      fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit))
-    run = RunOutcome()
+    run = RunOutcome(trials=[])
+    outputs_done = False  # the last batch of trials came
     while True:
         msg = await dl.next_message()
         ev = msg.get("event")
@@ -146,29 +171,37 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
                 dl.start("the kernel-share calls", deadlines.after_timing_s(cfg, t_ref_ms))
             continue
         if ev == P.OUTPUTS:
-            if expected or run.trials is not None:  # before its trials, or twice
+            batch, more = msg.get("trials"), msg.get("more") is True
+            first = len(run.trials)
+            started = n_trials - sum(1 for step, _ in expected if step == P.TRIAL)
+            # a batch is every trial started since the last one: a full set of slots, or the last trials
+            if outputs_done or not isinstance(batch, list) or started != first + len(batch) \
+                    or len(batch) != (rows if more else (n_trials - 1) % rows + 1) or more == (not expected):
                 cand.kill()
                 return _fail(ErrorKind.TIMING_INVALID.value,
                              "The evaluator's runner reported outputs out of order; the run is discarded.")
             t_out = time.monotonic()
-            run.clock = {"outputs": round(t_out - t_go, 4)}
-            run.trials = msg.get("trials")
+            run.trials.extend(batch)
             if check is not None:  # the trials are checked now: wrong outputs are never timed
                 t_w = time.monotonic()
-                chk = await check(run.trials)
+                chk = await check(batch, first)
                 dl.paused_s += time.monotonic() - t_w  # the judge's time, not the candidate's
-                run.check = {**(chk.get("phases") or {}), "rows": chk.get("rows"), "deferred": chk.get("deferred"),
-                             "s": round(time.monotonic() - t_w, 4), "done_t": time.monotonic()}
+                run.check = _add_check(run.check, chk, time.monotonic() - t_w)
                 if chk.get("mismatch"):
                     cand.kill()
-                    run.mismatch, run.passed = chk["mismatch"], chk.get("passed", 0)
+                    run.mismatch, run.passed = chk["mismatch"], (run.check or {}).get("passed", 0)
                     return run
+            if more:  # the same slots for the next batch of trials
+                await cand.send(json.dumps({"cmd": P.NEXT}))
+                continue
+            outputs_done = True
+            run.clock = {"outputs": round(t_out - t_go, 4)}
             # the timing starts on our word: the worker's GPU work is over (it synchronised)
             dl.start("the timing", deadlines.timing_s(cfg, t_ref_ms, timing))
             await cand.send(json.dumps({"cmd": P.TIME}))  # a process that died says so with EOF
             t_time = time.monotonic()
         elif ev == P.TIMED:
-            if run.trials is None or run.times_ms is not None:
+            if not outputs_done or run.times_ms is not None:
                 cand.kill()
                 return _fail(ErrorKind.TIMING_INVALID.value,
                              "The evaluator's runner reported times out of order; the run is discarded.")

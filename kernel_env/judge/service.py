@@ -252,7 +252,7 @@ class Judge:
             # what every request to the reference worker carries; the task file is hashed here, before
             # the candidate starts, so an edit made while the submission is imported shows in PREPARE
             ref_req = {**common_request(cfg), **task_request(task), "seeds": seeds, "init_seed": init_seed,
-                       "timing_sets": min(2, len(seeds))}
+                       "timing_sets": min(2, len(seeds)), "trial_rows": cfg.trial_rows}
             ext_dir.mkdir(parents=True, exist_ok=True)
             # both candidate processes were started before the submission was known: this evaluation's
             # build settings come on stdin (where its build is or goes, which precompiled header)
@@ -327,8 +327,9 @@ class Judge:
                         if busy:
                             v.details["busy_timing"] = busy
 
-                        async def check(trials):
-                            return await self.references.ask(ref, {"mode": P.CHECK, **ref_req, "trials": trials})
+                        async def check(trials, first):
+                            return await self.references.ask(ref, {"mode": P.CHECK, **ref_req, "trials": trials,
+                                                                   "first": first})
 
                         # no run process starts its GPU work while this candidate runs; when nobody
                         # waits for the device, the ones already warming up finish first
@@ -336,7 +337,8 @@ class Judge:
                             # each step's deadline from the reference's time per call (deadlines.py)
                             run = await drive(cand, prep["slots"], cfg, quiet or busy, check,
                                               t_ref_ms=prep["profile"].get("t_ref_ms"),
-                                              untrusted_roots=deadlines.untrusted_roots(cfg, self.work_root))
+                                              untrusted_roots=deadlines.untrusted_roots(cfg, self.work_root),
+                                              dists=prep.get("dists"), trial_rows=prep.get("trial_rows"))
                         t_x = time.monotonic()
                         await self._end(cand)  # the candidate is gone before the rest is compared
                         v.timings["run_s"] = round(time.monotonic() - t_c, 3)
