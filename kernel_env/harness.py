@@ -296,24 +296,43 @@ def poison_(t: torch.Tensor) -> None:
         t.fill_(torch.iinfo(t.dtype).min + 7)
 
 
-def make_slots(specs: list, n: int, device: torch.device, folder: Path) -> tuple[list, list]:
-    """TRUSTED side: n sets of output slots shaped like the reference outputs, poisoned.
+# What the candidate gets in place of the name of torch's reference-count file for a CUDA slot: a name
+# it cannot open (its /dev/shm is its own), so its copy of torch never touches the worker's counts.
+NO_COUNTER = b"/kernel_env_no_counter"
+
+
+def make_slots(specs: list, n: int, device: torch.device, folder: Path) -> tuple[list, list, list]:
+    """TRUSTED side: n sets of output slots shaped like the reference outputs, poisoned; (tensors,
+    wire: what the candidate gets, counters: see below).
 
     The candidate copies its outputs into these; the judge reads them back from its own memory after
     the candidate has exited. On CUDA a slot is shared through a CUDA IPC handle (the outputs never
     leave the GPU); on the CPU it is a file mapped by both processes.
+
+    torch counts a shared CUDA block's users in a file of /dev/shm that the consumer opens by name
+    when it lets go of the block; the owner frees the block once the count is back at zero. The
+    candidate gets NO_COUNTER instead of that name (so it needs no view of the host's /dev/shm, and
+    cannot lower the count of a block it still maps), nothing to wait for (the slots are made
+    before the wire is sent), and `counters` holds what the owner releases itself once the candidate
+    has exited: release_slots.
     """
     import base64
     import pickle
     from torch.multiprocessing.reductions import reduce_tensor
-    tensors, wire = [], []
+    tensors, wire, counters = [], [], []
     for i in range(n):
         row_t, row_w = [], []
         for k, sp in enumerate(specs):
             dtype, shape = DTYPES[sp["dtype"]], sp["shape"]
             if device.type == "cuda":
                 t = torch.empty(shape, dtype=dtype, device=device)
-                w = {"cuda_ipc": base64.b64encode(pickle.dumps(reduce_tensor(t))).decode()}
+                fn, args = reduce_tensor(t)
+                args = list(args)
+                if args[11] is not None:  # rebuild_cuda_tensor's ref_counter_handle, ref_counter_offset
+                    counters.append((args[11], args[12]))
+                    args[11] = NO_COUNTER
+                    args[14] = False  # event_sync_required: the slots are synchronised below
+                w = {"cuda_ipc": base64.b64encode(pickle.dumps((fn, tuple(args)))).decode()}
             else:
                 path = folder / f"slot{i}_{k}.bin"
                 nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
@@ -328,7 +347,15 @@ def make_slots(specs: list, n: int, device: torch.device, folder: Path) -> tuple
         wire.append(row_w)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return tensors, wire
+    return tensors, wire, counters
+
+
+def release_slots(counters: list) -> None:
+    """TRUSTED side, once the candidate that mapped the slots has exited: the users it would have
+    released (make_slots), released, so the slots' memory is freed when the owner drops them."""
+    for handle, offset in counters:
+        torch.UntypedStorage._release_ipc_counter_cuda(handle, offset)
+    counters.clear()
 
 
 def open_slots(wire: list, device: torch.device) -> list:

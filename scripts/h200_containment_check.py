@@ -34,12 +34,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests" / "native"))
 from kernel_env.judge import Judge, JudgeConfig, deadlines  # noqa: E402
 from kernel_env.judge.config import default_cache_dir  # noqa: E402
 from kernel_env.tasks import TaskSet  # noqa: E402
 from bench.workload import submission  # noqa: E402  (a test file as the judge gets it: tests/cases.py)
 from h200_hardening_check import candidate_processes, device_memory_used  # noqa: E402
 from kernel_env.tasks import task_folder  # noqa: E402
+from native_host import submission as native  # noqa: E402
 
 MEM_SLACK = 256 << 20
 LOOP_AT_IMPORT = "\nwhile True:\n    pass\n\n\nclass ModelNew("
@@ -62,9 +64,11 @@ def cases(device: str) -> tuple[str, str, list]:
                   ("loop at import, GPU seen", honest.replace("\nclass ModelNew(", LOOP_WITH_GPU["cuda"], 1),
                    ("build", "build_timeout")),
                   ("illegal address", submission(ROOT / "tests/faults_cuda/illegal_memory_access.py"), ("run", "runtime_error")),
-                  # the native battery's CUDA files whose host code needs no placeholders filled in
-                  ("host code spins (native)", submission(ROOT / "tests/native/host_spin_cuda.py"), ("run", "run_timeout")),
-                  ("spinning kernel (native)", submission(ROOT / "tests/native/spinning_kernel_cuda.py"), ("run", "run_timeout"))]
+                  # the native battery's host code (tests/native/native_host.py) beside CUDA kernels
+                  ("host code spins (native)", native("host code spins", in_forward="bomb 10; spin -", device="cuda"),
+                   ("run", "run_timeout")),
+                  ("spinning kernel (native)", native("a kernel that never ends", kernel="spin", device="cuda"),
+                   ("run", "run_timeout"))]
     else:
         task, honest = "level1/1_Small_ReLU", submission(ROOT / "tests/submissions/relu_ok.py")
         faults = [("spinning kernel", submission(ROOT / "tests/submissions/relu_hang.py"), ("run", "run_timeout")),

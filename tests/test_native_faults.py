@@ -6,8 +6,9 @@ the judge, spins, segfaults and swaps an output slot for a named pipe or a link.
 in a verdict, nothing is left behind (no process, no file outside its folder, no shared memory), and
 after the faults the judge still judges a submission correctly.
 
-The C++ is tests/native/native_host.py's (one build for the whole battery); the same host code with
-a CUDA kernel is in tests/native/*_cuda.py for the device check.
+The C++ is tests/native/native_host.py's (one build for the whole battery). Where torch sees a GPU
+the battery runs on cuda too: the same host code beside CUDA kernels, with a kernel that never ends
+and one that writes an illegal address in place of the output slot swaps (a CUDA slot is no file).
 """
 import os
 import secrets
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import kernel_env
 from kernel_env.judge import Judge, JudgeConfig
@@ -56,16 +58,20 @@ def _sysv_keys() -> set:
 
 
 @slow
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("mode", ["bwrap", "unshare"])
-def test_native_host_code_leaves_nothing_behind(mode, cache_dir, monkeypatch):
+def test_native_host_code_leaves_nothing_behind(mode, device, cache_dir, monkeypatch):
     try:
         isolation(mode)
     except RuntimeError:
         pytest.skip(f"{mode} does not work on this machine (bwrap: not installed; unshare: needs root)")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no GPU here: the CPU device runs the same host code")
     tok = secrets.token_hex(4)
     work = Path(tempfile.mkdtemp(prefix="kernel_env_test_native_"))
-    judge = Judge(JudgeConfig(device="cpu", cache_dir=cache_dir, sandbox=mode, build_slots=1, timing_budget_s=0.2,
-                              build_timeout_s=300, run_timeout_s=8, work_dir=work))
+    judge = Judge(JudgeConfig(device=device, cache_dir=cache_dir, sandbox=mode, build_slots=1, timing_budget_s=0.2,
+                              build_timeout_s=300, run_timeout_s=8, work_dir=work,
+                              **({"idle_runners": 2} if device == "cuda" else {})))
     assert judge.isolation == mode
     secret = f"kenv-secret-{tok}"
     monkeypatch.setenv("KERNEL_ENV_TOKEN", secret)  # the judge's environment: no candidate may read it
@@ -89,8 +95,12 @@ def test_native_host_code_leaves_nothing_behind(mode, cache_dir, monkeypatch):
     signalled = []
     old_handler = signal.signal(signal.SIGUSR2, lambda *_: signalled.append(1))
 
-    ext_dir = cache_dir / "torch_extensions" / build_key(submission("any"))
-    module = ext_dir / "kernel_env_native_faults" / "kernel_env_native_faults.so"  # the published build
+    def native(doc, **kw):
+        return submission(doc, device=device, **kw)
+
+    ext_dir = cache_dir / "torch_extensions" / build_key(native("any"))
+    name = "kernel_env_native_faults" + ("_cuda" if device == "cuda" else "")
+    module = ext_dir / name / f"{name}.so"  # the published build
     caches = [cache_dir / d for d in ("triton", "triton-judge", "triton-warm", "pycache", "pch", "torch_extensions",
                                       "build-staging")]
     for d in caches:
@@ -108,23 +118,28 @@ def test_native_host_code_leaves_nothing_behind(mode, cache_dir, monkeypatch):
         # to rewrite its own module: the first one builds it (the first build of this kernel here)
         # an output slot (a file in its folder on the CPU) that the judge reads back, swapped for a named
         # pipe (opening it would wait for a writer) or a link to a file of the judge's: a wrong output
-        for name, plan, stage, kind in (("segfault", "orphan kenv_seg; bomb 10; segv -", "run", "crash"),
-                                        ("spinning kernel", "orphan kenv_spin; spin -", "run", "run_timeout"),
-                                        ("slot made a pipe", "fifo slots/slot0_0.bin", "correctness", "output_mismatch"),
-                                        ("slot made a link", f"link slots/slot0_0.bin>{module}", "correctness",
-                                         "output_mismatch")):
+        faults = [("segfault", "orphan kenv_seg; bomb 10; segv -", "relu", {("run", "crash")}),
+                  ("spinning host code", "orphan kenv_spin; spin -", "relu", {("run", "run_timeout")})]
+        if device == "cpu":
+            faults += [("slot made a pipe", "fifo slots/slot0_0.bin", "relu", {("correctness", "output_mismatch")}),
+                       ("slot made a link", f"link slots/slot0_0.bin>{module}", "relu",
+                        {("correctness", "output_mismatch")})]
+        else:
+            faults += [("spinning kernel", "orphan kenv_gpu", "spin", {("run", "run_timeout")}),
+                       ("illegal address", "orphan kenv_ill", "illegal", {("run", "crash"), ("run", "runtime_error")})]
+        for fault, plan, kernel, want in faults:
             t0 = time.monotonic()
-            v = judge.evaluate_sync(TASK, submission(name, at_load="rewrite-self -", in_forward=plan))
-            assert (v.stage, v.error_kind) == (stage, kind), (name, v.feedback)
-            if name.startswith("slot"):  # built by now: nothing waits for the reference worker's timeout
-                assert time.monotonic() - t0 < 60, name
+            v = judge.evaluate_sync(TASK, native(fault, at_load="rewrite-self -", in_forward=plan, kernel=kernel))
+            assert (v.stage, v.error_kind) in want, (fault, v.feedback)
+            if fault.startswith("slot"):  # built by now: nothing waits for the reference worker's timeout
+                assert time.monotonic() - t0 < 60, fault
             time.sleep(0.5)
-            assert not _processes_named("kenv_"), name
-            assert not list(work.iterdir()), name
+            assert not _processes_named("kenv_"), fault
+            assert not list(work.iterdir()), fault
 
         # everything at load, in the build process and again in the run process: contained, and the
         # judge (after the faults above) still judges it correctly
-        v = judge.evaluate_sync(TASK, submission("everything at load", at_load=everything))
+        v = judge.evaluate_sync(TASK, native("everything at load", at_load=everything))
         assert (v.stage, v.correct) == ("timed", True), v.feedback  # not exit 42: no secret seen
         time.sleep(0.5)
         assert not [t for t in targets if t.exists()], "a write outside its folder landed"

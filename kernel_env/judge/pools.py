@@ -6,11 +6,10 @@ once. Three kinds: run processes per device (key ("run", gpu)), and without a GP
 processes (key BUILD: they import submissions) and compile processes (key COMPILE: each builds one
 load_inline call and runs no candidate code). Each lives in a folder of its own (where its submission
 will be written) with its own build folder and Triton cache in it; the evaluation's settings come with
-its plan (candidate/runner.py). A candidate process writes nothing but its own folder (and, where CUDA
-IPC does not need the host's, a /dev/shm of its own: sandbox.wrap's private_ipc), so nothing it writes
-is loaded by another process, except what the judge itself publishes (builds.publish_build: what
-compile processes built; and the Triton cache of the runner's own warm-up kernel, taken before any
-candidate code ran: `_publish_warm`).
+its plan (candidate/runner.py). A candidate process writes nothing but its own folder (and a /dev/shm
+of its own: sandbox.wrap's private_ipc), so nothing it writes is loaded by another process, except what
+the judge itself publishes (builds.publish_build: what compile processes built; and the Triton cache
+of the runner's own warm-up kernel, taken before any candidate code ran: `_publish_warm`).
 """
 from __future__ import annotations
 
@@ -204,9 +203,7 @@ class CandidatePools:
         # writable: its own folder, and only those of the given folders that are not the judge's
         # caches (a shared one would let it plant what another process loads)
         writable = [d for d in (ext_dir, triton_dir) if not _inside(d, self.cfg.cache_dir) or _inside(d, workdir)]
-        # torch's CUDA IPC needs the host's /dev/shm (sandbox.py): only a CUDA run process keeps it
-        private_ipc = not (mode == "run" and self.cfg.device == "cuda")
-        argv = wrap(self.isolation, argv, workdir, writable, hide=hide, readonly=readonly, private_ipc=private_ipc)
+        argv = wrap(self.isolation, argv, workdir, writable, hide=hide, readonly=readonly)
         env = self.env(workdir, gpu, trusted=False, ext_dir=ext_dir, pch_dir=pch_dir, triton_dir=triton_dir)
         if self.bytecode:
             env[bytecode_cache.ENV] = str(self.bytecode.dir)

@@ -512,7 +512,7 @@ def main() -> int:
             harness.emit(fd, res)
             continue
         if req["mode"] == P.RELEASE:  # the candidate failed before compare: its slots go
-            held.clear()
+            drop_slots(held)
             harness.emit(fd, _give_back(device, {"ok": True}))
             continue
         try:
@@ -540,6 +540,14 @@ def main() -> int:
             # a check frees its own memory (the evaluation goes on); the others end a use of the device
             harness.emit(fd, res if mode in (P.PREPARE, P.CHECK) else _give_back(device, res))
     return 0
+
+
+def drop_slots(held: dict) -> None:
+    """An evaluation's slots and the rest it held go; only once its candidate has exited (the judge
+    asks for COMPARE or RELEASE after that): the candidate's uses of the slots are released here, on
+    its behalf (harness.make_slots), so the memory is freed even when it was killed holding them."""
+    harness.release_slots(held.get("counters") or [])
+    held.clear()
 
 
 def _give_back(device: torch.device, res: dict) -> dict:
@@ -580,13 +588,13 @@ def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks
         else:
             phases = {}
             res = {"ok": True, "compare": compare(req, task_mod, device, held, phases), "phases": phases}
-        held.clear()  # the slots go: empty_cache gives their memory back before we answer
+        drop_slots(held)  # the slots go: empty_cache gives their memory back before we answer
         return res
     t0 = time.monotonic()
     prof = get_profile({**req, **t}, task_mod, device, name, peaks, extras=mode == P.PREPARE)
     res = {"ok": True, "task_id": t["task_id"], "profile": prof, "peaks": peaks}
     if mode == P.PREPARE:
-        held.clear()
+        drop_slots(held)  # an earlier evaluation's, if nothing ended it (its candidate is gone)
         held["prof"] = prof
         t1 = time.monotonic()
         # source_sha is the judge's hash of the problem file: when it is taken before the
@@ -595,7 +603,8 @@ def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks
         held["task_sha"] = sha if sha and sha.startswith(str(t.get("source_sha", ""))) else None
         n, sets = len(req["seeds"]), req["timing_sets"]
         held["trial_rows"] = res["trial_rows"] = k = trial_rows(req, prof, device, n, sets)
-        held["slots"], held["wire"] = harness.make_slots(prof["outputs"], k + sets, device, Path(req["slot_dir"]))
+        held["slots"], held["wire"], held["counters"] = harness.make_slots(prof["outputs"], k + sets, device,
+                                                                           Path(req["slot_dir"]))
         # the judge forwards the slots, the trials' input distributions and trial_rows to the candidate
         held["dists"] = res["dists"] = choose_dists(req, prof)
         res["phases"] = {"profile_s": round(t1 - t0, 4), "slots_s": round(time.monotonic() - t1, 4)}

@@ -21,9 +21,10 @@ only CUDA_VISIBLE_DEVICES="" stands in the way, which native code can undo).
 
 `private_ipc` (both sandboxes): a `/dev/shm` of its own (an empty tmpfs, gone with the process) and an
 IPC namespace of its own (System V segments, semaphores and message queues go with it), so nothing it
-leaves in shared memory outlives it. Not for a CUDA run process: torch's CUDA IPC, through which the
-reference worker hands out the output slots, keeps each shared block's reference count in a file of the
-host's /dev/shm that the consumer opens by name (torch.multiprocessing.reductions, ref_counter_handle).
+leaves in shared memory outlives it. A CUDA run process too: torch's CUDA IPC, through which the
+reference worker hands out the output slots, keeps each shared block's count of users in a file of the
+host's /dev/shm, which the candidate never gets the name of (harness.make_slots: the worker releases
+the candidate's use itself once it has exited).
 Nor can a root candidate leave files in /dev: bwrap gives it a /dev of its own (a tmpfs with the usual
 nodes and the GPU's bound in), unshare makes the host's read-only (a read-only mount refuses new
 files, not writes to a device node).

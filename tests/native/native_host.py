@@ -1,5 +1,5 @@
-"""Hostile C++ host code for the native fault battery (tests/test_native_faults.py on the CPU, the
-*_cuda.py submissions here on a GPU). Native code is what the static checks on a submission's Python
+"""Hostile C++ host code for the native fault battery (tests/test_native_faults.py, on the CPU device
+and, where there is a GPU, on cuda: the same host code beside CUDA kernels). Native code is what the static checks on a submission's Python
 cannot see: here it forks orphans, writes into every cache the judge keeps and into /dev/shm, leaves a
 System V segment, connects to a socket, reads other processes' environment, fork-bombs, signals the
 judge, swaps files of its folder the judge reads (an output slot on the CPU) for named pipes or links,
@@ -175,9 +175,70 @@ class ModelNew(nn.Module):
 '''
 
 
-def submission(doc: str, at_load: str = "", in_forward: str = "") -> str:
-    """A CPU submission for level1/1_Small_ReLU whose C++ does `at_load` when loaded and `in_forward`
-    in every forward call (the action lists of the module docstring)."""
+# The same host code with CUDA kernels beside it: a ReLU, one that never ends, one that writes an
+# illegal address (forward picks one). One build for every CUDA submission of the battery.
+CUDA_HOST = NATIVE_CPP.replace("#include <torch/extension.h>", "#include <torch/extension.h>\n"
+                               "torch::Tensor relu_cuda(torch::Tensor x);\ntorch::Tensor spin_kernel(torch::Tensor x);\n"
+                               "torch::Tensor illegal_kernel(torch::Tensor x);")
+CUDA_HOST = CUDA_HOST[:CUDA_HOST.index("torch::Tensor relu(torch::Tensor x)")]
+CUDA_SRC = r"""
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+
+__global__ void relu_k(const float* in, float* out, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+}
+torch::Tensor relu_cuda(torch::Tensor x) {
+    x = x.contiguous();
+    auto y = torch::empty_like(x);
+    int64_t n = x.numel();
+    relu_k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+__global__ void spin_k(volatile int* flag) { while (*flag == 0) {} }
+torch::Tensor spin_kernel(torch::Tensor x) {
+    auto flag = torch::zeros({1}, x.options().dtype(torch::kInt32));
+    spin_k<<<1, 1>>>(flag.data_ptr<int>());
+    return x;
+}
+__global__ void illegal_k(float* p) { p[threadIdx.x] = 1.0f; }
+torch::Tensor illegal_kernel(torch::Tensor x) {
+    illegal_k<<<1, 32>>>((float*)0x10);
+    cudaDeviceSynchronize();
+    return x;
+}
+"""
+CUDA_TEMPLATE = '''"""Native fault battery on CUDA (tests/native/native_host.py): {doc}
+expected: {expected}"""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+{marker}
+_native = load_inline(name="kernel_env_native_faults_cuda", cpp_sources=[{cpp!r}], cuda_sources=[{cu!r}],
+                      functions=["act", "relu_cuda", "spin_kernel", "illegal_kernel"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return {forward}
+'''
+CUDA_FORWARD = {"relu": "_native.relu_cuda(_native.act(x))", "spin": "_native.relu_cuda(_native.spin_kernel(x))",
+                "illegal": "_native.relu_cuda(_native.illegal_kernel(x))"}
+
+
+def submission(doc: str, at_load: str = "", in_forward: str = "", device: str = "cpu", kernel: str = "relu",
+               expected: str = "") -> str:
+    """A submission for a ReLU task (level1/1_Small_ReLU; on cuda any float32 ReLU task) whose C++ does
+    `at_load` when loaded and `in_forward` in every forward call (the action lists of the module
+    docstring); on cuda `kernel` is the CUDA kernel forward launches (CUDA_FORWARD)."""
     marker = "\n".join(line for line in (f"# NATIVE: {at_load}" if at_load else "",
                                          f"# NATIVE_FORWARD: {in_forward}" if in_forward else "") if line)
+    if device == "cuda":
+        return CUDA_TEMPLATE.format(doc=doc, expected=expected or "see the test", marker=marker, cpp=CUDA_HOST,
+                                    cu=CUDA_SRC, forward=CUDA_FORWARD[kernel])
     return TEMPLATE.format(doc=doc, marker=marker, cpp=NATIVE_CPP)
