@@ -15,8 +15,8 @@ Candidate processes (kernel_env/candidate/runner.py), in the order of an evaluat
     run process     -> IMPORTED   <- {"cmd": WARM}            -> WARMED
                     <- the plan (seeds, task, timing rule)    -> READY
                     <- {"cmd": GO, "slots", "dists",          -> STEP "construct", STEP "trial" (i = 0,
-                        "trial_rows", "token", "timing"}         1, ...), OUTPUTS (a batch of trials'
-                                                                 outputs, "more": true while trials remain)
+                        "trial_rows", "timing_sets",             1, ...), OUTPUTS (a batch of trials'
+                        "token", "timing"}                       outputs, "more": true while trials remain)
                     <- {"cmd": NEXT}                          -> the next batch: STEP "trial"..., OUTPUTS
                     <- {"cmd": TIME}                          -> TIMED, STEP "profile", DONE | ERROR
 

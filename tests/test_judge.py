@@ -953,6 +953,33 @@ def test_the_reference_worker_checks_the_trials_before_the_timing_and_compare_do
     assert got["mismatch"]["trial"] == 3 and got["rows"] == 3
 
 
+def test_slots_and_timing_sets_shrink_to_the_devices_free_memory(monkeypatch):
+    """reference_worker.slot_plan on a GPU (its memory readings stood in for: this box has none): all
+    five trial slots and two timing sets while they fit, then fewer trial slots, then one timing set;
+    the judge's trial_rows overrides it. Sizes are KernelBench's: a ReLU of 6 GiB in and out, an L1
+    norm of 8 GiB."""
+    from kernel_env.judge import reference_worker as rw
+    gib = 1 << 30
+    free = {"bytes": 0}
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free["bytes"], 80 * gib))
+    cuda = torch.device("cuda", 0)
+
+    def plan(side_gib, free_gib, **req):
+        free["bytes"] = free_gib * gib
+        prof = {"outputs": [{"dtype": "float32", "shape": [side_gib, gib // 4]}], "bytes": 2 * side_gib * gib}
+        return rw.slot_plan({"seeds": [1, 2, 3, 4, 5], "timing_sets": 2, **req}, prof, cuda)
+
+    assert plan(1, 70) == (5, 2)       # a small task: every trial its own slot
+    assert plan(6, 130) == (5, 2)      # ReLU on an H200
+    assert plan(6, 70) == (3, 2)       # ReLU on an H100 with 16 idle run processes
+    assert plan(8, 75) == (1, 2)       # the L1 norm: one trial slot
+    assert plan(8, 70) == (1, 1)       # ... and one timing set
+    assert plan(8, 70, trial_rows=2) == (2, 2)  # fixed by the judge's config
+    assert rw.slot_plan({"seeds": [1, 2, 3], "timing_sets": 2}, {"outputs": [], "bytes": 0},
+                        torch.device("cpu")) == (3, 2)
+
+
 @slow
 def test_candidate_processes_load_torch_compiled_by_the_judge_and_cannot_write_it(cache_dir, tmp_path):
     """A trusted process compiles what candidate processes import into the cache, once (its bytecode:

@@ -446,8 +446,8 @@ def main() -> int:
         # other process's GPU work in the timing). Its calls time perturbed copies of the first trials'
         # inputs, made again from their seeds (the worker rebuilds any call's inputs the same way)
         phase = "timing"
-        kept = [(seed, harness.make_inputs(task, seed, device, dists[j]))
-                for j, seed in enumerate(seeds[:plan["timing_sets"]])]
+        sets = int(go.get("timing_sets") or plan["timing_sets"])  # fewer when device memory is short
+        kept = [(seed, harness.make_inputs(task, seed, device, dists[j])) for j, seed in enumerate(seeds[:sets])]
         flusher = harness.L2Flusher(device, plan["l2_flush_bytes"])
         state = {"n": 0, "set": 0, "salt": 0, "args": None, "out": None, "audits": 0}
         first_audit = rng.randrange(len(kept), len(kept) + 4)

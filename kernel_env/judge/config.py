@@ -79,8 +79,9 @@ class JudgeConfig:
     correctness_trials: int = 5
     # output slots for the trials held at once: 0 = all of them when they fit in the device's free
     # memory beside the candidate's own inputs and outputs and the reference's check, else as many
-    # as fit (the candidate then waits for each batch's check before the next; a multi-GB task fits
-    # an 80 GB card); a number fixes it (tests, a card shared with other work)
+    # as fit (the candidate then waits for each batch's check before the next), and if even one does
+    # not, one timing set instead of two: a multi-GB task fits an 80 GB card
+    # (reference_worker.slot_plan); a number fixes it (tests, a card shared with other work)
     trial_rows: int = 0
     atol_fp32: float = 1e-4
     rtol_fp32: float = 1e-4

@@ -345,7 +345,7 @@ def compare(req: dict, task_mod, device: torch.device, held: dict, phases: dict 
     skipped = sum(1 for s in early.values() if s == "skipped")
     clock = _Clock(device, phases if phases is not None else {})
     model = _model(req, task_mod, device, held)
-    for row in range(len(seeds) + req["timing_sets"]):
+    for row in range(len(seeds) + held.get("timing_sets", req["timing_sets"])):
         if row in early:
             continue
         if row < len(seeds):
@@ -370,28 +370,31 @@ def slot_index(held: dict, row: int, n_trials: int) -> int:
     return row % k if row < n_trials else k + row - n_trials
 
 
-def trial_rows(req: dict, prof: dict, device: torch.device, n_trials: int, timing_sets: int) -> int:
-    """How many trials' output slots exist at once. All of them, unless the device's free memory says
-    otherwise: the slots, the candidate's own inputs and outputs (the timing keeps `timing_sets` input
-    sets beside a call's inputs and outputs) and this worker's check of a trial (its inputs and the
-    reference's outputs) must fit beside each other. With fewer slots than trials the candidate waits
-    for the check of each batch before the next: a multi-GB task then fits on a card of 80 GB."""
+def slot_plan(req: dict, prof: dict, device: torch.device) -> tuple[int, int]:
+    """(trial_rows, timing_sets): how many trials' output slots exist at once, and how many input sets
+    the timing keeps. All the trials and req's timing sets, unless the device's free memory says
+    otherwise: the slots, the candidate's own inputs and outputs (the timing keeps its input sets beside
+    a call's inputs and outputs) and this worker's check of a trial (its inputs and the reference's
+    outputs) must fit beside each other. Fewer trial slots first (the candidate then waits for the
+    check of each batch before the next), then one timing set: a multi-GB task fits a card of 80 GB."""
+    n, most = len(req["seeds"]), req["timing_sets"]
     fixed = req.get("trial_rows") or 0
     if fixed:
-        return max(1, min(n_trials, int(fixed)))
+        return max(1, min(n, int(fixed))), most
     if device.type != "cuda":
-        return n_trials
+        return n, most
     out_b = sum(math.prod(o["shape"]) * torch.empty(0, dtype=harness.DTYPES[o["dtype"]]).element_size()
                 for o in prof["outputs"])
     in_b = max(int(prof.get("bytes") or 0) - out_b, 0)  # the inputs, and the model's state: an overestimate
+    torch.cuda.empty_cache()  # what a profile made just now is not the evaluation's
     free, _ = torch.cuda.mem_get_info(device)
-    free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)  # ours to give back
-    # a kernel's own temporaries and the caching allocator's rounding: the candidate counted twice over
-    others = max((timing_sets + 1) * in_b + 2 * out_b, 2 * (in_b + out_b) + in_b + out_b) + MEMORY_MARGIN
-    for k in range(n_trials, 1, -1):
-        if (k + timing_sets) * out_b + others <= free:
-            return k
-    return 1
+    for sets in range(most, 0, -1):
+        # a kernel's own temporaries and the caching allocator's rounding: the candidate counted twice over
+        others = max((sets + 1) * in_b + 2 * out_b, 2 * (in_b + out_b) + in_b + out_b) + MEMORY_MARGIN
+        for k in range(n, 0, -1):
+            if (k + sets) * out_b + others <= free:
+                return k, sets
+    return 1, 1
 
 
 MEMORY_MARGIN = 1 << 30
@@ -601,12 +604,13 @@ def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks
         # candidate starts, an edit made while the submission was imported shows here
         sha = _file_sha(t["task_path"])
         held["task_sha"] = sha if sha and sha.startswith(str(t.get("source_sha", ""))) else None
-        n, sets = len(req["seeds"]), req["timing_sets"]
-        held["trial_rows"] = res["trial_rows"] = k = trial_rows(req, prof, device, n, sets)
+        k, sets = slot_plan(req, prof, device)
+        held["trial_rows"], held["timing_sets"] = res["trial_rows"], res["timing_sets"] = k, sets
         held["slots"], held["wire"], held["counters"] = harness.make_slots(prof["outputs"], k + sets, device,
                                                                            Path(req["slot_dir"]))
-        # the judge forwards the slots, the trials' input distributions and trial_rows to the candidate
-        held["dists"] = res["dists"] = choose_dists(req, prof)
+        # the judge forwards the slots, the trials' input distributions, trial_rows and timing_sets to
+        # the candidate
+        held["dists"] = res["dists"] = choose_dists({**req, "timing_sets": sets}, prof)
         res["phases"] = {"profile_s": round(t1 - t0, 4), "slots_s": round(time.monotonic() - t1, 4)}
         res["slots"] = held["wire"]
     return res

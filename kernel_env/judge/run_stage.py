@@ -113,10 +113,11 @@ def valid_times(run: RunOutcome, max_timed_calls: int) -> bool:
 
 async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None = None,
                 check: Callable[[list, int], Awaitable[dict]] | None = None, t_ref_ms: float | None = None,
-                untrusted_roots: tuple = (), dists: list | None = None, trial_rows: int | None = None) -> RunOutcome:
+                untrusted_roots: tuple = (), dists: list | None = None, trial_rows: int | None = None,
+                timing_sets: int | None = None) -> RunOutcome:
     """Drive the run phase of `cand`. `slots`: the reference worker's output slots, `trial_rows` of them
-    for the trials (all of them when None), then one per timing set; `dists`: each trial's input
-    distribution. `timing`: changes to the plan's timing rule, decided when the slot is this
+    for the trials (all of them when None), then one per timing set (`timing_sets`: the plan's when
+    None); `dists`: each trial's input distribution. `timing`: changes to the plan's timing rule, decided when the slot is this
     evaluation's. `check(trials, first)`: the reference worker's check of a batch of trials' outputs
     (the first of them trial `first`) before the candidate goes on; when they are wrong the run ends
     there (mismatch and passed set, no times). With fewer trial slots than trials the candidate waits
@@ -139,7 +140,8 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
     # late, and both at once when it stood still longer than the timing took (a window of ~0 s)
     t_go = time.monotonic()
     deadlines.import_step(dl, cfg)
-    go = {"cmd": P.GO, "slots": slots, "dists": dists or [], "trial_rows": rows, "token": token, "timing": timing or {}}
+    go = {"cmd": P.GO, "slots": slots, "dists": dists or [], "trial_rows": rows, "timing_sets": timing_sets,
+          "token": token, "timing": timing or {}}
     if not await cand.send(json.dumps(go)):
         rc = await cand.wait(5)
         return _fail(ErrorKind.CRASH.value,

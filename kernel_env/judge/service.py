@@ -338,7 +338,8 @@ class Judge:
                             run = await drive(cand, prep["slots"], cfg, quiet or busy, check,
                                               t_ref_ms=prep["profile"].get("t_ref_ms"),
                                               untrusted_roots=deadlines.untrusted_roots(cfg, self.work_root),
-                                              dists=prep.get("dists"), trial_rows=prep.get("trial_rows"))
+                                              dists=prep.get("dists"), trial_rows=prep.get("trial_rows"),
+                                              timing_sets=prep.get("timing_sets"))
                         t_x = time.monotonic()
                         await self._end(cand)  # the candidate is gone before the rest is compared
                         v.timings["run_s"] = round(time.monotonic() - t_c, 3)
