@@ -555,13 +555,13 @@ def drop_slots(held: dict) -> None:
 
 def _give_back(device: torch.device, res: dict) -> dict:
     """After a request that ends an evaluation's use of the device: its memory goes back, and the
-    answer says how much this worker still holds. A slot whose candidate process died holding it
-    stays allocated (torch frees a block shared through CUDA IPC once the consumer has released it):
-    the judge then ends this worker, and its memory with it, before the next measurement."""
+    answer says how much this worker still holds. Whatever stays (a block torch still counts as
+    shared, memory a leak keeps): the judge then ends this worker, and its memory with it, before
+    the next measurement."""
     if device.type == "cuda":
         t = time.monotonic()
         gc.collect()
-        torch.cuda.ipc_collect()  # slots the candidate process let go of
+        torch.cuda.ipc_collect()  # shared blocks whose users are all released (drop_slots)
         torch.cuda.empty_cache()
         res["held_bytes"] = torch.cuda.memory_reserved(device)
         if isinstance(res.get("phases"), dict):
