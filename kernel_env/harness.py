@@ -314,7 +314,7 @@ def make_slots(specs: list, n: int, device: torch.device, folder: Path) -> tuple
     candidate gets NO_COUNTER instead of that name (so it needs no view of the host's /dev/shm, and
     cannot lower the count of a block it still maps), nothing to wait for (the slots are made
     before the wire is sent), and `counters` holds what the owner releases itself once the candidate
-    has exited: release_slots.
+    has exited: release_slot_users.
     """
     import base64
     import pickle
@@ -350,7 +350,7 @@ def make_slots(specs: list, n: int, device: torch.device, folder: Path) -> tuple
     return tensors, wire, counters
 
 
-def release_slots(counters: list) -> None:
+def release_slot_users(counters: list) -> None:
     """TRUSTED side, once the candidate that mapped the slots has exited: the users it would have
     released (make_slots), released, so the slots' memory is freed when the owner drops them."""
     for handle, offset in counters:

@@ -400,7 +400,6 @@ def main() -> int:
         headers = []
         steps = phases["trial_steps_s"] = []  # per trial: inputs, forward (watched), copy into the slots
         phases["gate_s"] = 0.0
-        gate: dict | None = None
         for i, seed in enumerate(seeds):
             emit({"event": P.STEP, "step": P.TRIAL, "i": i})
             ts = [time.monotonic()]

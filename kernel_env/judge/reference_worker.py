@@ -549,7 +549,7 @@ def drop_slots(held: dict) -> None:
     """An evaluation's slots and the rest it held go; only once its candidate has exited (the judge
     asks for COMPARE or RELEASE after that): the candidate's uses of the slots are released here, on
     its behalf (harness.make_slots), so the memory is freed even when it was killed holding them."""
-    harness.release_slots(held.get("counters") or [])
+    harness.release_slot_users(held.get("counters") or [])
     held.clear()
 
 

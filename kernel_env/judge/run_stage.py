@@ -117,11 +117,12 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
                 timing_sets: int | None = None) -> RunOutcome:
     """Drive the run phase of `cand`. `slots`: the reference worker's output slots, `trial_rows` of them
     for the trials (all of them when None), then one per timing set (`timing_sets`: the plan's when
-    None); `dists`: each trial's input distribution. `timing`: changes to the plan's timing rule, decided when the slot is this
-    evaluation's. `check(trials, first)`: the reference worker's check of a batch of trials' outputs
-    (the first of them trial `first`) before the candidate goes on; when they are wrong the run ends
-    there (mismatch and passed set, no times). With fewer trial slots than trials the candidate waits
-    for each batch's check before it uses the slots again, so then `check` is required.
+    None); `dists`: each trial's input distribution. `timing`: changes to the plan's timing rule,
+    decided when the slot is this evaluation's. `check(trials, first)`: the reference worker's check
+    of a batch of trials' outputs (the first of them trial `first`) before the candidate goes on; when
+    they are wrong the run ends there (mismatch and passed set, no times). With fewer trial slots than
+    trials the candidate waits for each batch's check before it uses the slots again, so then `check`
+    is required.
     `t_ref_ms`: the reference's time per call, which sets each step's deadline (deadlines.py);
     `untrusted_roots`: folders the candidate can write (no compiler runs from there)."""
     limit = cfg.feedback_max_chars
