@@ -132,6 +132,40 @@ def test_no_node_for_the_device_is_a_clear_verdict_not_a_hang(cluster, cache_dir
     asyncio.run(run())
 
 
+@slow
+def test_the_front_doors_screen_leaves_its_event_loop_free(cluster, cache_dir, monkeypatch):
+    """The front door screens text the submission controls (most of a second, built to be slow) before
+    any node sees it: the other sessions' messages must not wait on it. Here a screen that finishes
+    only once the event loop has run something else."""
+    import threading
+    from kernel_env.cluster import router
+
+    screening, loop_ran = threading.Event(), threading.Event()
+    real = router.screen
+
+    def waits_for_the_loop(*args, **kw):
+        screening.set()
+        if not loop_ran.wait(20):
+            raise AssertionError("the event loop did not run while the screen worked")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(router, "screen", waits_for_the_loop)
+
+    async def run():
+        judge = ClusterJudge(_config(cache_dir), TaskSet(), refresh_s=0.2)
+        try:
+            evaluation = asyncio.create_task(judge.evaluate(TASK, "class ModelNew(:\n"))
+            while not screening.is_set():
+                await asyncio.sleep(0.01)
+            loop_ran.set()  # this coroutine ran while the screen was under way
+            return await evaluation
+        finally:
+            await judge.aclose()
+
+    v = asyncio.run(run())
+    assert (v.stage, v.error_kind) == ("format", "syntax_error")
+
+
 def test_routing_prefers_the_least_queued_node_then_the_task_s_last_node():
     from kernel_env.cluster.router import Node
 
