@@ -286,6 +286,11 @@ ORDERED_TIMING = "ordered-2"  # the methods' names, in the cached reference prof
 HOST_TIMING = "host-1"
 
 
+def spec_nbytes(dtype: torch.dtype, shape) -> int:
+    """The bytes of a tensor of `dtype` and `shape` (an output slot's, before it exists)."""
+    return math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+
+
 def poison_(t: torch.Tensor) -> None:
     """Fill an output slot so that an element the candidate never wrote cannot match."""
     if t.is_floating_point():
@@ -335,7 +340,7 @@ def make_slots(specs: list, n: int, device: torch.device, folder: Path) -> tuple
                 w = {"cuda_ipc": base64.b64encode(pickle.dumps((fn, tuple(args)))).decode()}
             else:
                 path = folder / f"slot{i}_{k}.bin"
-                nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+                nbytes = spec_nbytes(dtype, shape)
                 t = torch.from_file(str(path), shared=True, size=max(nbytes, 1), dtype=torch.uint8)
                 t = t[:nbytes].view(dtype).reshape(shape)
                 st = path.stat()  # the file the judge reads back is this one, not what sits at the path later
@@ -371,7 +376,7 @@ def open_slots(wire: list, device: torch.device) -> list:
                 fn, args = pickle.loads(base64.b64decode(w["cuda_ipc"]))
                 out.append(fn(*args))
             else:
-                nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+                nbytes = spec_nbytes(dtype, shape)
                 t = torch.from_file(w["file"], shared=True, size=w["nbytes"], dtype=torch.uint8)
                 out.append(t[:nbytes].view(dtype).reshape(shape))
         rows.append(out)

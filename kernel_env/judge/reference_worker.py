@@ -26,7 +26,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import math
 import os
 import re
 import stat
@@ -383,8 +382,7 @@ def slot_plan(req: dict, prof: dict, device: torch.device) -> tuple[int, int]:
         return max(1, min(n, int(fixed))), most
     if device.type != "cuda":
         return n, most
-    out_b = sum(math.prod(o["shape"]) * torch.empty(0, dtype=harness.DTYPES[o["dtype"]]).element_size()
-                for o in prof["outputs"])
+    out_b = sum(harness.spec_nbytes(harness.DTYPES[o["dtype"]], o["shape"]) for o in prof["outputs"])
     in_b = max(int(prof.get("bytes") or 0) - out_b, 0)  # the inputs, and the model's state: an overestimate
     torch.cuda.empty_cache()  # what a profile made just now is not the evaluation's
     free, _ = torch.cuda.mem_get_info(device)
