@@ -254,7 +254,7 @@ def test_the_screen_leaves_the_event_loop_free(cache_dir, monkeypatch):
     from kernel_env.judge import service
 
     screening, loop_ran = threading.Event(), threading.Event()
-    real = service.screen
+    real = service.screen_parsed
 
     def waits_for_the_loop(*args, **kw):
         screening.set()
@@ -262,7 +262,7 @@ def test_the_screen_leaves_the_event_loop_free(cache_dir, monkeypatch):
             raise AssertionError("the event loop did not run while the screen worked")
         return real(*args, **kw)
 
-    monkeypatch.setattr(service, "screen", waits_for_the_loop)
+    monkeypatch.setattr(service, "screen_parsed", waits_for_the_loop)
     judge = make_judge(cache_dir)
 
     async def go():

@@ -27,7 +27,6 @@ import logging
 import os
 import re
 import secrets
-import shutil
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -40,9 +39,9 @@ from . import feedback as fb
 from .config import JudgeConfig
 from .devices import queued
 from .intake import parse_source
-from .pools import BUILD, COMPILE, CandidatePools
+from .pools import BUILD, COMPILE, CandidatePools, discard
 from .reference import JudgeInternalError
-from .sandbox import Proc, describe_exit, remove_folder
+from .sandbox import Proc, describe_exit
 from .verdict import ErrorKind, Stage, Verdict
 
 log = logging.getLogger("kernel_env.judge")
@@ -164,8 +163,7 @@ class Builds:
                 first.set()
             # a build killed midway leaves its lock in the process's own folder, removed here with it
             if builder is not None:
-                await asyncio.shield(builder.close())
-                await asyncio.shield(asyncio.to_thread(remove_folder, builder.workdir))  # it may hold many files
+                await asyncio.shield(discard(builder))
 
     async def _compile(self, call, build_env: dict, ext_dir: Path, wall_s: float) -> dict:
         """Build one load_inline call of a submission in a compile process and publish it into
@@ -207,8 +205,7 @@ class Builds:
             return {"cmd": P.COMPILED, "ok": False, "message": "the compile process of this load_inline call "
                     f"{describe_exit(compiler.returncode)}:\n{compiler.output()[-4000:]}"}
         finally:
-            await asyncio.shield(compiler.close())
-            shutil.rmtree(compiler.workdir, ignore_errors=True)
+            await asyncio.shield(discard(compiler))
 
     def _cached(self, v: Verdict, key: str, ext_dir: Path) -> bool:
         if key in self._built and not intact(ext_dir):  # changed since it was published: built again
@@ -261,12 +258,14 @@ def _unsafe_call(call) -> str | None:
     return None
 
 
-def build_key(source: str) -> str:
+def build_key(source: str, tree: ast.Module | None = None) -> str:
     """The build folder of a submission: a hash of its long string constants (the kernel sources and
     flags). Submissions that differ only in Python share a build; different kernels never share a
-    folder, so they never wait on each other's build lock, even when they reuse an extension name."""
+    folder, so they never wait on each other's build lock, even when they reuse an extension name.
+    `tree`: the source already parsed (intake.screen_parsed)."""
     try:
-        tree = parse_source(source)
+        if tree is None:
+            tree = parse_source(source)
     except (SyntaxError, RecursionError, MemoryError):
         return hashlib.sha256(source.encode()).hexdigest()[:20]
     # docstrings and other bare string statements are not kernel sources: leave them out

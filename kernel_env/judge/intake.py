@@ -15,10 +15,16 @@ from .verdict import ErrorKind, Stage, Verdict
 
 def screen(task_id: str, code, cfg: JudgeConfig, policy: str = STRICT) -> Verdict | None:
     """The verdict when the submission fails format or static checks under `policy`, else None."""
+    return screen_parsed(task_id, code, cfg, policy)[0]
+
+
+def screen_parsed(task_id: str, code, cfg: JudgeConfig, policy: str = STRICT) -> tuple[Verdict | None, ast.Module | None]:
+    """screen's verdict, and the parsed source when it passed (the build key reads the same tree:
+    a source is parsed once)."""
     limit = cfg.feedback_max_chars
 
     def fail(stage, kind, msg):
-        return Verdict(task_id, stage.value, error_kind=kind.value, feedback=fb.clip(msg, limit), policy=policy)
+        return Verdict(task_id, stage.value, error_kind=kind.value, feedback=fb.clip(msg, limit), policy=policy), None
 
     if code is None or (isinstance(code, (str, bytes)) and not code.strip()):
         return fail(Stage.FORMAT, ErrorKind.EMPTY_CODE, "No code was submitted: answer with one ```python block "
@@ -52,7 +58,7 @@ def screen(task_id: str, code, cfg: JudgeConfig, policy: str = STRICT) -> Verdic
     if bad:
         where = f" (line {bad.line})" if bad.line else ""
         return fail(Stage.STATIC, bad.kind, f"Rejected before running{where}: {bad.message}.")
-    return None
+    return None, tree
 
 
 _PARSE_LOCK = threading.Lock()

@@ -42,12 +42,12 @@ from .builds import Builds, build_key
 from .config import JudgeConfig
 from .devices import DeviceSlots, queued
 from .environ import ProcessEnv
-from .intake import screen
-from .pools import BUILD, COMPILE, CandidatePools
+from .intake import screen_parsed
+from .pools import BUILD, COMPILE, CandidatePools, discard
 from .reference import (REFERENCE_HELD_MAX, WORKER, JudgeInternalError, ReferenceWorkers, common_request,
                         task_request, timing_rule)
 from .run_stage import drive
-from .sandbox import Proc, describe_exit, gpu_device_nodes, isolation, remove_folder
+from .sandbox import Proc, describe_exit, gpu_device_nodes, isolation
 from .verdict import ErrorKind, Stage, Verdict, finish
 
 log = logging.getLogger("kernel_env.judge")
@@ -115,10 +115,9 @@ class Judge:
         try:
             # the parse and the static checks take up to most of a second on text built to be slow
             # (bench/bench_hostile_text.py): in a thread, so every other session's messages go on
-            v = await asyncio.to_thread(screen, task.task_id, code, self.cfg, policy)
+            v, passed = await asyncio.to_thread(self._screen, task.task_id, code, policy)
             if v is None:
-                source = code if isinstance(code, str) else code.decode("utf-8")
-                v = await self._run(task, source, policy, await asyncio.to_thread(build_key, source))
+                v = await self._run(task, *passed, policy)
         finally:
             self._stats["running"] -= 1
             self._inflight.discard(me)
@@ -126,6 +125,14 @@ class Judge:
         self._stats["evaluations"] += 1
         self._stats["by_stage"][v.stage] = self._stats["by_stage"].get(v.stage, 0) + 1
         return v
+
+    def _screen(self, task_id: str, code, policy: str) -> tuple[Verdict | None, tuple[str, str] | None]:
+        """The screen's verdict, or (the source, its build key) when it passed: one parse for both."""
+        v, tree = screen_parsed(task_id, code, self.cfg, policy)
+        if v is not None:
+            return v, None
+        source = code if isinstance(code, str) else code.decode("utf-8")
+        return None, (source, build_key(source, tree))
 
     def evaluate_sync(self, task_id: str, code, policy: str | None = None) -> Verdict:
         """One evaluation in an event loop of its own; the processes it started end with it."""
@@ -237,7 +244,7 @@ class Judge:
         await self.pools.stop()
 
     # ---------------------------------------------------------------- one evaluation
-    async def _run(self, task: Task, source: str, policy: str, key: str) -> Verdict:
+    async def _run(self, task: Task, source: str, key: str, policy: str) -> Verdict:
         """Build, run and judge a submission that passed the screen; `key` is its build_key."""
         cfg = self.cfg
         ext_dir = cfg.cache_dir / "torch_extensions" / key
@@ -388,8 +395,7 @@ class Judge:
             return finish(v, cfg, prep["profile"], passed, mismatch, run.times_ms, run.kernel_time)
         finally:
             if cand is not None:
-                await asyncio.shield(cand.close())
-                await asyncio.shield(asyncio.to_thread(remove_folder, cand.workdir))  # it may hold many files
+                await asyncio.shield(discard(cand))
 
     async def _end(self, cand: Proc) -> None:
         """Kill a run process and wait until all of it has exited (deadlines.end_process): a process
