@@ -97,10 +97,15 @@ def _make(cxx: str, flags: list[str], d: Path, variants, with_cuda: bool) -> boo
     (d / HEADER).write_text("#include <torch/extension.h>\n")
     (d / BINDING_HEADER).write_text(("" if with_cuda else "#define KSHIM_NO_CUDA\n")
                                     + '#include "torch_binding_light.h"\n')
+    for stale in d.glob("gch-*"):  # a build killed before it finished (the judge stopped) left these
+        shutil.rmtree(stale, ignore_errors=True)
     tmps = {h: Path(tempfile.mkdtemp(prefix="gch-", dir=d)) for h in (HEADER, BINDING_HEADER)}
+    # the compilers' own temp files (cc*.s) go into the build's folder too, not the judge's TMPDIR: a
+    # compiler killed mid-build (the judge stopped) leaves them where the next build clears them
     procs = {(h, name): subprocess.Popen([cxx, *flags, *extra, "-I", str(INCLUDE_DIR), "-x", "c++-header", str(d / h),
                                           "-o", str(tmps[h] / f"{name}.gch")],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                         env={**os.environ, "TMPDIR": str(tmps[h])})
              for h in tmps for name, extra in VARIANTS.items() if name in variants}
     failed = [k for k, p in procs.items() if p.wait() != 0]
     if failed:
