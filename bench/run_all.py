@@ -130,6 +130,8 @@ def main(argv=None) -> None:
     ap.add_argument("--probe", nargs="+", metavar="TASK=FILE", help="kernels for the spread, the first one the "
                     "table's main rows (default: " + "; ".join(
                         f"{d}: {' '.join(s.label for s in subs)}" for d, subs in PROBES.items()) + ")")
+    ap.add_argument("--pool", nargs="+", metavar="TASK=FILE", help="the load's jobs, taken in turn and each made "
+                    "unique (default: the four tasks' CUDA and Triton kernels on cuda, see bench/workload.py)")
     ap.add_argument("--cold", help="TASK=FILE for cold/warm latency (default: " + ", ".join(
         f"{d}: {s.label}" for d, s in COLD.items()) + ")")
     ap.add_argument("--only", choices=("env", "plain", "ray"), help="run one harness only (ray: the env on Ray)")
@@ -162,7 +164,7 @@ def main(argv=None) -> None:
         ap.error("--device cuda needs --kernelbench-dir (the pool is KernelBench level-1 tasks)")
     if args.kernelbench_dir:
         args.kernelbench_dir = str(Path(args.kernelbench_dir).resolve())
-    pool = POOL[args.device]
+    pool = [parse_sub(p) for p in args.pool] if args.pool else POOL[args.device]
     cold = parse_sub(args.cold) if args.cold else COLD[args.device]
     probes = [parse_sub(p) for p in args.probe] if args.probe else PROBES[args.device]
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from kernel_env import fused_maps
+
 # Output exchange: the judge allocates output slots, the candidate copies its outputs into them
 # (make_slots / open_slots / fill_slots). Only JSON travels from the candidate, so the trusted side
 # never unpickles anything a candidate wrote.
@@ -110,11 +112,17 @@ _CHUNK = 1 << 24  # elements per step: the temporaries stay small next to inputs
 
 
 def rms_finite(t: torch.Tensor, chunk: int = _CHUNK) -> float:
-    """Root mean square of the finite elements (0.0 when none), a chunk at a time (no full-size copy).
-    The sums of squares are float32 dot products (a quarter of the memory traffic of float64 passes:
+    """Root mean square of the finite elements (0.0 when none). On CUDA, float32 and float64 tensors
+    whose elements are all finite take one pass (the norm); else a chunk at a time (no full-size copy).
+    The chunks' sums of squares are float32 dot products (a quarter of the memory traffic of float64 passes:
     tensors of GBs, in the device slot), added up in float64; float64 when a float32 sum overflows."""
     if not t.is_floating_point():
         return 0.0
+    if t.device.type == "cuda" and t.dtype in (torch.float32, torch.float64) and t.numel():
+        # one pass: a finite norm means every element is finite and no square overflowed
+        norm = float(torch.linalg.vector_norm(t))
+        if math.isfinite(norm):
+            return norm / math.sqrt(t.numel())
     if t.dtype != torch.float64:
         r = _rms_in(t, chunk, torch.float32)
         if math.isfinite(r):
@@ -147,11 +155,15 @@ def _map_chunks(x: torch.Tensor, f) -> torch.Tensor:
 def transform_input(x: torch.Tensor, dist: str) -> torch.Tensor:
     if dist == "normal" or not x.is_floating_point() or x.numel() == 0:
         return x
+    if fused_maps.applies(x, dist):  # the same values in one pass (inputs of GBs, in the device slot)
+        return fused_maps.map_values(x, dist).requires_grad_(x.requires_grad)
     wide = torch.float64 if x.dtype == torch.float64 else torch.float32
     if dist == "uniform":
         f = lambda c: torch.where(c == 0, c.to(wide), (2.0 * _value_hash01(c) - 1.0).to(wide))
     elif dist == "heavy":  # P(factor > k) = 1/k^2, up to 1000
-        f = lambda c: c.to(wide) * (1.0 - _value_hash01(c)).clamp_min(1e-6).rsqrt().to(wide)
+        # sqrt and division correctly rounded, as fused_maps' kernel has them: torch's float32 sqrt is
+        # not on the CPU, its float64 one rounded to float32 is
+        f = lambda c: c.to(wide) * (1.0 / torch.sqrt((1.0 - _value_hash01(c)).clamp_min(1e-6).double()).to(wide))
     elif dist == "signed":  # _value_hash01 < 0.5 is the hash's top bit clear: int32 >= 0
         f = lambda c: torch.where(_value_hash32(c) >= 0, -c.to(wide), c.to(wide))
     elif dist == "positive":
@@ -181,6 +193,7 @@ def warm_kernels(device: torch.device) -> None:
         torch.empty_like(x).copy_(x)
     synchronize(device)
     if device.type == "cuda":
+        fused_maps.warm(device)
         _order_for(device)  # made and checked before a submission is imported
 
 
@@ -281,6 +294,7 @@ def timing_method(device: torch.device) -> str:
 HOLD_MIN_US = 30.0
 HOLD_MAX_US = 2000.0
 CALIBRATION_CALLS = 10
+STEADY_CALLS = 4  # a warm-up with warmup_steady_rel ends once this many calls in a row agree
 JOIN_SLACK_MS = 0.0005
 ORDERED_TIMING = "ordered-2"  # the methods' names, in the cached reference profile's key
 HOST_TIMING = "host-1"
@@ -409,7 +423,8 @@ class L2Flusher:
 
 def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_calls: int, budget_s: float,
                stable_rel: float, flusher: L2Flusher, before=None, after=None, warmup_s: float = 0.2,
-               retime_spread: float = 0.0, attempts: int = 1, min_wall_s: float = 0.0, ordered: bool = True) -> dict:
+               retime_spread: float = 0.0, attempts: int = 1, min_wall_s: float = 0.0, ordered: bool = True,
+               warmup_steady_rel: float = 0.0) -> dict:
     """Time fn() per call: L2 flushed before each call, median reported.
 
     On CUDA each call is bracketed by events on the stream current when it starts. Ordered timing
@@ -422,7 +437,10 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     the end after a device-wide synchronize. settle() makes a call's time of its stream time and its
     end time, against the end bracket's cost around empty calls. On CPU a monotonic clock.
     before() and after() run around each call, outside the timed region (fresh inputs; keeping outputs).
-    Warm-up: at least `warmup` calls and `warmup_s` seconds. Stops when the median is stable (moves less than stable_rel between the first half and all
+    Warm-up: at least `warmup` calls and `warmup_s` seconds; with `warmup_steady_rel` > 0 it ends
+    sooner, once the last STEADY_CALLS calls' times agree within that share (max / min - 1): on a GPU
+    that was busy until now the clocks are already up, and what is left to warm (allocator, caches) is
+    warm after a few calls. Stops when the median is stable (moves less than stable_rel between the first half and all
     calls) after min_calls and min_wall_s of wall time, when budget_s of measured time is spent, or at
     max_calls (a longer window averages more of the GPU's drift).
     A measurement whose calls spread more than `retime_spread` ((p90 - p10) / median) was disturbed
@@ -474,10 +492,13 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
             after()
         return dt, dt
 
-    t_warm, n_warm = _perf_counter(), 0
+    t_warm, n_warm, recent = _perf_counter(), 0, []
     while n_warm < max(warmup, 1) or (_perf_counter() - t_warm < warmup_s and n_warm < max_calls):
-        one(fn)  # until the clocks have ramped and caches, allocator and JIT are warm
+        recent = (recent + [one(fn)[0]])[-STEADY_CALLS:]  # until the clocks have ramped and caches, allocator and JIT are warm
         n_warm += 1
+        if (warmup_steady_rel > 0 and n_warm >= max(warmup, STEADY_CALLS) and min(recent) > 0
+                and max(recent) / min(recent) - 1 <= warmup_steady_rel):
+            break
     warm_s = _perf_counter() - t_warm
     if order is not None:  # from here on, long enough for this call's launch (and what it cost in the warm-up)
         q = sorted(h["host"])

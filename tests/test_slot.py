@@ -39,11 +39,15 @@ def test_busy_warmup_only_right_after_another_slot_on_a_gpu():
         slots.free_before_s[0] = free_before_s
         return Judge._busy_timing(SimpleNamespace(cfg=cfg, slots=slots), 0)
 
-    assert busy(0.01) is None                             # the default keeps warmup_s (busy_warmup_s = warmup_s)
-    assert busy(0.01, busy_warmup_s=0.05) == {"warmup_s": 0.05}
-    assert busy(0.01, busy_warmup_s=0.0) == {"warmup_s": 0.0}
+    steady = JudgeConfig().busy_warmup_steady_rel
+    assert steady > 0                                     # by default it ends once the calls are steady
+    assert busy(0.01) == {"warmup_s": 0.2, "warmup_steady_rel": steady}
+    assert busy(0.01, busy_warmup_s=0.05) == {"warmup_s": 0.05, "warmup_steady_rel": steady}
+    assert busy(0.01, busy_warmup_s=0.0, busy_warmup_steady_rel=0.0) == {"warmup_s": 0.0, "warmup_steady_rel": 0.0}
     assert busy(5.0, busy_warmup_s=0.05) is None          # the GPU idled in between: the full warm-up
-    assert busy(0.01, busy_warmup_s=0.2) is None          # no shorter than warmup_s: today's rule
+    assert busy(5.0) is None
+    assert busy(0.01, busy_warmup_steady_rel=0.0) is None  # neither shorter nor steady: the full warm-up
+    assert busy(0.01, busy_warmup_s=1.0) == {"warmup_s": 0.2, "warmup_steady_rel": steady}  # never longer
     assert busy(0.01, device="cpu") is None               # the CPU device has no clocks to keep up
 
 
@@ -56,6 +60,22 @@ def test_time_calls_reports_its_warmup():
     res = harness.time_calls(lambda: torch.ones(64).sum(), dev, warmup=3, min_calls=5, max_calls=50, budget_s=1.0,
                              stable_rel=0.5, flusher=flusher, warmup_s=0.0)
     assert res["warmup_calls"] == 3  # no time floor: the calls alone
+
+
+def test_a_steady_warmup_ends_before_its_time_floor():
+    dev = torch.device("cpu")
+    flusher = harness.L2Flusher(dev, 1 << 16)
+    kw = dict(warmup=3, min_calls=5, max_calls=500, budget_s=1.0, stable_rel=0.5, flusher=flusher, warmup_s=0.5)
+    # calls of 5 ms that agree within 5 %: steady after STEADY_CALLS of them, long before 0.5 s
+    res = harness.time_calls(lambda: time.sleep(0.005), dev, warmup_steady_rel=0.05, **kw)
+    assert harness.STEADY_CALLS <= res["warmup_calls"] < 20 and res["warmup_s"] < 0.3
+    # calls still getting faster (clocks ramping, caches filling) are not steady: the whole floor
+    left = iter([0.1 * 0.94 ** k for k in range(500)])  # 6 % faster each call
+    res = harness.time_calls(lambda: time.sleep(next(left)), dev, warmup_steady_rel=0.05, **kw)
+    assert res["warmup_s"] >= 0.5
+    # off: the floor
+    res = harness.time_calls(lambda: time.sleep(0.005), dev, warmup_steady_rel=0.0, **kw)
+    assert res["warmup_s"] >= 0.5
 
 
 @pytest.mark.slow

@@ -500,13 +500,15 @@ def main() -> int:
                 recheck_headers[j] = [{**h, "salt": state["salt"]} for h in hdr] or [{"salt": state["salt"]}]
 
         t = dict(plan["timing"])
-        extra = go.get("timing")  # the judge's change for this slot: a longer warm-up when the GPU idled
+        extra = go.get("timing")  # the judge's change for this slot: a longer warm-up when the GPU idled, a shorter one when it was busy
         if isinstance(extra, dict):
-            t.update({k: float(extra[k]) for k in ("warmup_s", "min_wall_s") if isinstance(extra.get(k), (int, float))})
+            t.update({k: float(extra[k]) for k in ("warmup_s", "min_wall_s", "warmup_steady_rel")
+                      if isinstance(extra.get(k), (int, float))})
         res = _SAVED["time_calls"](fn, device, warmup=t["warmup"], min_calls=t["min_calls"], max_calls=t["max_calls"],
                                    budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before,
                                    warmup_s=t["warmup_s"], after=after, retime_spread=t.get("retime_spread", 0.0),
-                                   attempts=t.get("attempts", 1), min_wall_s=t.get("min_wall_s", 0.0))
+                                   attempts=t.get("attempts", 1), min_wall_s=t.get("min_wall_s", 0.0),
+                                   warmup_steady_rel=t.get("warmup_steady_rel", 0.0))
         bad = _tampered()
         if bad:
             raise Rejected(f"the submission replaced the evaluator's timing or output functions ({bad})")

@@ -112,11 +112,13 @@ class JudgeConfig:
     quiet_warm_wait_s: float = 3.0
     # A slot taken at most busy_gap_s after the device's previous one ended finds the GPU busy until
     # now (that slot's work, then this evaluation's own trials and check): its clocks are up, and the
-    # timing's warm-up is only there for the allocator, caches and JITs (warmup_calls), so it lasts
-    # busy_warmup_s instead of warmup_s. On the H200 under load warmup_s was ~0.2 of a ~1.1 s slot, but
-    # with 0.05 the spread probes under load went from ~1.001 to 1.10 (docs/log/containment-h200.md):
-    # the default keeps warmup_s until a shorter one is shown not to cost timing quality
+    # timing's warm-up is only there for the allocator, caches and JITs (warmup_calls). It then lasts
+    # at most busy_warmup_s, and ends sooner once harness.STEADY_CALLS calls in a row agree within
+    # busy_warmup_steady_rel (0: off). On the H200 under load warmup_s was ~0.2 of a ~1.1 s slot; a
+    # flat 0.05 s took the spread probes under load from ~1.001 to 1.10 (docs/log/containment-h200.md),
+    # so the warm-up stops on the calls' own steadiness, not on a shorter clock
     busy_warmup_s: float = 0.2
+    busy_warmup_steady_rel: float = 0.005
     busy_gap_s: float = 0.5
     # a measurement whose calls spread more than this ((p90 - p10) / median) is taken again, up to
     # timing_attempts in all, keeping the least spread one: another process's GPU work time-slicing with

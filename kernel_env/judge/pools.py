@@ -235,17 +235,20 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def triton_warm_dir(cache_dir: Path) -> Path:
-    """Where the judge publishes the Triton cache of the runner's warm-up kernel: one folder per Triton
-    install and warm-up kernel (another of either compiles, and publishes, again)."""
+    """Where the judge publishes the Triton cache of the runner's warm-up kernels (its first launch,
+    the input maps): one folder per Triton install and kernels' source (another of either compiles,
+    and publishes, again)."""
     from importlib import metadata
     try:
         version = metadata.version("triton")
     except metadata.PackageNotFoundError:
         version = ""
-    warm = Path(__file__).resolve().parent.parent / "candidate" / "triton_warm.py"
-    try:
-        text = warm.read_bytes()
-    except OSError:
-        text = b""
+    root = Path(__file__).resolve().parent.parent
+    text = b""
+    for source in (root / "candidate" / "triton_warm.py", root / "fused_maps.py"):
+        try:
+            text += source.read_bytes() + b"\0"
+        except OSError:
+            pass
     key = hashlib.sha256(version.encode() + b"\0" + text).hexdigest()[:16]
     return Path(cache_dir) / "triton-warm" / key

@@ -432,8 +432,9 @@ class Judge:
     def _busy_timing(self, gpu: int) -> dict | None:
         """The candidate's warm-up when its slot was taken right after the device's previous one: the
         GPU has been busy until now, so only the allocator, caches and JITs need warming
-        (JudgeConfig.busy_warmup_s; the warm-up still makes warmup_calls calls)."""
+        (JudgeConfig.busy_warmup_s, busy_warmup_steady_rel; the warm-up still makes warmup_calls calls)."""
         c = self.cfg
-        if c.device != "cuda" or c.busy_warmup_s >= c.warmup_s or self.slots.free_before_s[gpu] > c.busy_gap_s:
+        if c.device != "cuda" or self.slots.free_before_s[gpu] > c.busy_gap_s \
+                or (c.busy_warmup_s >= c.warmup_s and c.busy_warmup_steady_rel <= 0):
             return None
-        return {"warmup_s": c.busy_warmup_s}
+        return {"warmup_s": min(c.busy_warmup_s, c.warmup_s), "warmup_steady_rel": c.busy_warmup_steady_rel}
