@@ -33,6 +33,7 @@ def main() -> int:
     dev = torch.device("cuda")
     t = time.perf_counter()
     harness.warm_kernels(dev)
+    fused_maps.warm(dev, [harness.DTYPES[d] for d in args.dtypes])
     print(f"warm-up (the kernels compiled or loaded) {time.perf_counter() - t:.2f} s")
     applies = fused_maps.applies
 

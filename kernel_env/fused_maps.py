@@ -44,8 +44,9 @@ def _kernel():
         h = h ^ ((h >> 16) & 0xFFFF)
         h = h * 0x45D9F3B
         h = h ^ ((h >> 16) & 0xFFFF)
-        if DIST == 1:  # signed: negated where the hash's top bit is set
-            y = tl.where(h >= 0, -x, x)
+        if DIST == 1:  # signed: negated where the hash's top bit is clear, by flipping the sign bit
+            # (as torch's negation: a compiled `-x` may be 0 - x, which makes -0.0 of +0.0 no more)
+            y = (x.to(tl.int32, bitcast=True) ^ tl.where(h >= 0, -2147483648, 0)).to(tl.float32, bitcast=True)
         else:
             u = ((h >> 8) & 0xFFFFFF).to(tl.float32) * (1.0 / 16777216.0)  # harness._value_hash01
             if DIST == 0:  # uniform in (-1, 1), zeros kept
@@ -60,11 +61,11 @@ def _kernel():
 
 
 def applies(x: torch.Tensor, dist: str) -> bool:
-    """Whether map_values(x, dist) is used for x: a large contiguous CUDA tensor of float32, float16 or
-    bfloat16, aligned as the warm-up's were (no compile in the device slot), one of the hashing maps,
-    and Triton. A decision both sides make alike; and where one
+    """Whether map_values(x, dist) is used for x: a large contiguous CUDA tensor of a dtype this process
+    warmed the kernel for, aligned as the warm-up's were (no compile in the device slot), one of the
+    hashing maps. A decision both sides make alike; and where one
     cannot use the kernel, its torch passes give the same values."""
-    return (dist in CODES and x.device.type == "cuda" and x.dtype in DTYPES and x.numel() >= MIN_NUMEL
+    return (dist in CODES and x.device.type == "cuda" and x.dtype in _STATE.get("warm", ()) and x.numel() >= MIN_NUMEL
             and x.is_contiguous() and x.data_ptr() % 16 == 0 and _kernel() is not None)
 
 
@@ -84,18 +85,21 @@ def map_values(x: torch.Tensor, dist: str, block: int = 1024) -> torch.Tensor:
     return out.to(x.dtype)
 
 
-def warm(device: torch.device) -> bool:
-    """Compile (or load from the process's Triton cache) every variant, map x dtype, now: outside any
-    device slot. Returns whether the kernel can be used."""
+def warm(device: torch.device, dtypes=(torch.float32,)) -> bool:
+    """Compile (or load from the process's Triton cache) the variants of every map for `dtypes` now,
+    outside any device slot; tensors of other dtypes take the torch passes (the same values). float32
+    alone by default: KernelBench's inputs are float32, and each variant costs a run process ~0.1 s of
+    CPU at its start. Returns whether the kernel can be used."""
     if device.type != "cuda" or _kernel() is None:
         return False
     try:
-        for dtype in DTYPES:
+        for dtype in dtypes:
             x = torch.ones(MIN_NUMEL, dtype=dtype, device=device)
             for dist in CODES:
                 map_values(x, dist)
         torch.cuda.synchronize(device)
-        return True
     except Exception:  # a Triton that cannot compile here: the torch passes make the same inputs
         _STATE["kernel"] = None
         return False
+    _STATE["warm"] = tuple(_STATE.get("warm", ())) + tuple(dtypes)
+    return True

@@ -32,6 +32,36 @@ def test_a_slot_knows_how_long_the_device_stood_free_before_it():
     assert third >= 0.2
 
 
+def test_the_timing_waits_for_run_processes_already_warming_up():
+    async def go():
+        slots = DeviceSlots((0,))
+        release = asyncio.Event()
+
+        async def warmer():  # began before the slot: a run process making its CUDA context
+            async with slots.warm_window(0):
+                await release.wait()
+        task = asyncio.create_task(warmer())
+        await asyncio.sleep(0.01)
+        async with slots.timing_window(0, 0.0):       # under load the slot itself does not wait
+            late = asyncio.create_task(warmer())       # none begins inside the timing window
+            asyncio.get_running_loop().call_later(0.2, release.set)
+            waited = await slots.warmers_done(0, 5.0)  # the timing does, for the one under way
+            started_late = slots.gate[0]["warming"]
+            capped = None
+            release.clear()
+            blocker = asyncio.create_task(warmer())
+        await asyncio.sleep(0.05)  # outside the window the late one warms, then the next one
+        async with slots.timing_window(0, 0.0):
+            capped = await slots.warmers_done(0, 0.1)  # one that never ends: waited for no longer than asked
+        release.set()
+        await asyncio.gather(task, late, blocker)
+        return waited, started_late, capped
+    waited, started_late, capped = asyncio.run(go())
+    assert 0.15 <= waited < 1.0
+    assert started_late == 0
+    assert 0.1 <= capped < 0.5
+
+
 def test_busy_warmup_only_right_after_another_slot_on_a_gpu():
     def busy(free_before_s, **kw):
         cfg = JudgeConfig(**{"device": "cuda", **kw})

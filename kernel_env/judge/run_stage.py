@@ -114,7 +114,8 @@ def valid_times(run: RunOutcome, max_timed_calls: int) -> bool:
 async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None = None,
                 check: Callable[[list, int], Awaitable[dict]] | None = None, t_ref_ms: float | None = None,
                 untrusted_roots: tuple = (), dists: list | None = None, trial_rows: int | None = None,
-                timing_sets: int | None = None) -> RunOutcome:
+                timing_sets: int | None = None, before_timing: Callable[[], Awaitable[float]] | None = None
+                ) -> RunOutcome:
     """Drive the run phase of `cand`. `slots`: the reference worker's output slots, `trial_rows` of them
     for the trials (all of them when None), then one per timing set (`timing_sets`: the plan's when
     None); `dists`: each trial's input distribution. `timing`: changes to the plan's timing rule,
@@ -124,7 +125,9 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
     trials the candidate waits for each batch's check before it uses the slots again, so then `check`
     is required.
     `t_ref_ms`: the reference's time per call, which sets each step's deadline (deadlines.py);
-    `untrusted_roots`: folders the candidate can write (no compiler runs from there)."""
+    `untrusted_roots`: folders the candidate can write (no compiler runs from there).
+    `before_timing()`: awaited once the trials are checked, before the candidate is told to time (the
+    judge waits for other processes' GPU work to end); its seconds are the judge's, not the candidate's."""
     limit = cfg.feedback_max_chars
     n_trials = cfg.correctness_trials
     rows = min(trial_rows or n_trials, n_trials)
@@ -199,6 +202,10 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
                 continue
             outputs_done = True
             run.clock = {"outputs": round(t_out - t_go, 4)}
+            if before_timing is not None:
+                t_w = time.monotonic()
+                run.clock["before_timing"] = round(await before_timing(), 4)
+                dl.paused_s += time.monotonic() - t_w
             # the timing starts on our word: the worker's GPU work is over (it synchronised)
             dl.start("the timing", deadlines.timing_s(cfg, t_ref_ms, timing))
             await cand.send(json.dumps({"cmd": P.TIME}))  # a process that died says so with EOF

@@ -346,7 +346,8 @@ class Judge:
                                               t_ref_ms=prep["profile"].get("t_ref_ms"),
                                               untrusted_roots=deadlines.untrusted_roots(cfg, self.work_root),
                                               dists=prep.get("dists"), trial_rows=prep.get("trial_rows"),
-                                              timing_sets=prep.get("timing_sets"))
+                                              timing_sets=prep.get("timing_sets"),
+                                              before_timing=lambda: self.slots.warmers_done(gpu, cfg.timing_warm_wait_s))
                         t_x = time.monotonic()
                         await self._end(cand)  # the candidate is gone before the rest is compared
                         v.timings["run_s"] = round(time.monotonic() - t_c, 3)
