@@ -184,17 +184,28 @@ def transform_input(x: torch.Tensor, dist: str) -> torch.Tensor:
 def warm_kernels(device: torch.device) -> None:
     """Run the input maps and the slot and copy kernels once on tiny tensors, so that loading their
     device code (CUDA loads each kernel at its first use) happens before the device slot."""
-    for dtype in (torch.float32, torch.float16, torch.bfloat16):
-        x = torch.randn(64, device=device).to(dtype)
-        for d in ALT_DISTS:
-            transform_input(x, d)
-        perturb_inputs([x], 1)
-        poison_(x.clone())
-        torch.empty_like(x).copy_(x)
-    synchronize(device)
+    for step in warm_steps(device):
+        step()
+
+
+def warm_steps(device: torch.device) -> list:
+    """warm_kernels in steps of ~0.1 s each: a run process warms up beside other candidates' runs and
+    waits for the judge's word before each step, so that no step's GPU work falls into a timing."""
+    def maps(dtype):
+        def step():
+            x = torch.randn(64, device=device).to(dtype)
+            for d in ALT_DISTS:
+                transform_input(x, d)
+            perturb_inputs([x], 1)
+            poison_(x.clone())
+            torch.empty_like(x).copy_(x)
+            synchronize(device)
+        return step
+    steps = [maps(dtype) for dtype in (torch.float32, torch.float16, torch.bfloat16)]
     if device.type == "cuda":
-        fused_maps.warm(device)
-        _order_for(device)  # made and checked before a submission is imported
+        steps.append(lambda: fused_maps.warm(device))
+        steps.append(lambda: _order_for(device))  # made and checked before a submission is imported
+    return steps
 
 
 def perturb_inputs(args: list, salt: int) -> list:

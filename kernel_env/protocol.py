@@ -12,7 +12,9 @@ Candidate processes (kernel_env/candidate/runner.py), in the order of an evaluat
                                                                  not built yet, each answered by
                                                                  {"cmd": COMPILED, "ok": ..., "message"}
     compile process <- {"cmd": COMPILE, "env", "call"}        -> COMPILED | ERROR (phase "build")
-    run process     -> IMPORTED   <- {"cmd": WARM}            -> WARMED
+    run process     -> IMPORTED   <- {"cmd": WARM}            -> WARM_STEP, and again on each WARM,
+                                                                 until WARMED (each step's GPU work
+                                                                 waits for the judge's word)
                     <- the plan (seeds, task, timing rule)    -> READY
                     <- {"cmd": GO, "slots", "dists",          -> STEP "construct", STEP "trial" (i = 0,
                         "trial_rows", "timing_sets",             1, ...), OUTPUTS (a batch of trials'
@@ -44,6 +46,7 @@ TIME = "time"
 # events from a candidate process ("event")
 BUILT = "built"
 IMPORTED = "imported"
+WARM_STEP = "warm_step"  # one step of the warm-up done; the next waits for WARM
 WARMED = "warmed"
 READY = "ready"
 OUTPUTS = "outputs"

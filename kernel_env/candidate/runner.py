@@ -20,8 +20,9 @@ elsewhere and cross-checks the timings.
           this process's own folder, never imported -> {"event": "compiled"}; the judge moves the build
           into the cache.
   run     started before its evaluation is known (the judge keeps a few per device): torch imported
-          -> {"event": "imported"}; on {"cmd": "warm"} (sent while no candidate runs on the device)
-          the CUDA context made by this trusted code -> {"event": "warmed"}; then the plan (seeds,
+          -> {"event": "imported"}; then the CUDA context and our kernels' device code made by this
+          trusted code a step at a time, each on {"cmd": "warm"} (sent while no candidate is timed on
+          the device) -> {"event": "warm_step"}, the last -> {"event": "warmed"}; then the plan (seeds,
           the task, where the build is) on stdin, the task imported -> {"event": "ready"}; then it
           waits for "go", which the judge sends once the device slot is its own. Only then is
           candidate code loaded (the module the build process made, read from its build folder), so
@@ -263,16 +264,19 @@ def start(fd: int):
     # waits for the judge's word: it keeps it out of another candidate's timing on this device
     cpu = {"imported": _cpu_s()}  # CPU seconds at each stage (diagnosis only, a claim)
     harness.emit(fd, {"event": P.IMPORTED})
-    try:
-        if json.loads(sys.stdin.readline() or "{}").get("cmd") != P.WARM:
-            return 0
-    except (ValueError, AttributeError):
-        return 2
-    if device.type == "cuda":  # the CUDA context and the device code of our own kernels
-        torch.cuda.init()
-        harness.warm_kernels(device)
-        if triton is not None:
-            _warm_triton(device)
+    # the CUDA context and the device code of our own kernels (on the CPU, the same steps on tiny tensors)
+    cuda = device.type == "cuda"
+    steps = ([torch.cuda.init] if cuda else []) + harness.warm_steps(device) \
+        + ([lambda: _warm_triton(device)] if cuda and triton is not None else [])
+    for i, step in enumerate(steps):
+        if i:  # each step on the judge's word: none runs while another candidate is timed
+            harness.emit(fd, {"event": P.WARM_STEP})
+        try:
+            if json.loads(sys.stdin.readline() or "{}").get("cmd") != P.WARM:
+                return 0
+        except (ValueError, AttributeError):
+            return 2
+        step()
     cpu["warmed"] = _cpu_s()
     # torch's objects (~180k) out of the collector's way: a full collection that the evaluation's
     # allocations trigger inside the device slot then walks only what was made since (~0.2 s otherwise)

@@ -147,16 +147,20 @@ class CandidatePools:
         return p
 
     async def _warm_up(self, p: Proc, gpu: int) -> dict:
-        """A run process's start: torch imported (IMPORTED), then, inside a warm window of its device,
-        the CUDA context and the device code of the runner's own kernels (WARMED)."""
+        """A run process's start: torch imported (IMPORTED), then the CUDA context and the device code of
+        the runner's own kernels, step by step (WARM_STEP), each step inside a warm window of its
+        device (WARMED)."""
         msg = await p.next_message(self.cfg.reference_timeout_s)
         if msg.get("event") != P.IMPORTED:
             return msg
         p.imported = True
-        async with self.slots.warm_window(gpu):
-            if not await p.send(json.dumps({"cmd": P.WARM})):
-                return {"event": P.EOF}
-            msg = await p.next_message(self.cfg.reference_timeout_s)
+        while True:  # a step at a time, each in a warm window of its device
+            async with self.slots.warm_window(gpu):
+                if not await p.send(json.dumps({"cmd": P.WARM})):
+                    return {"event": P.EOF}
+                msg = await p.next_message(self.cfg.reference_timeout_s)
+            if msg.get("event") != P.WARM_STEP:
+                break
         if msg.get("event") == P.WARMED:
             self._publish_warm(p.workdir / "triton")
         return msg
