@@ -20,7 +20,7 @@ Candidate processes (kernel_env/candidate/runner.py), in the order of an evaluat
                         "trial_rows", "timing_sets",             1, ...), OUTPUTS (a batch of trials'
                         "token", "timing"}                       outputs, "more": true while trials remain)
                     <- {"cmd": NEXT}                          -> the next batch: STEP "trial"..., OUTPUTS
-                    <- {"cmd": TIME}                          -> TIMED, STEP "profile", DONE | ERROR
+                    <- {"cmd": TIME, "timing"}                -> TIMED, STEP "profile", DONE | ERROR
 
 STEP ({"event": STEP, "step": ..., "i": ...}) says the runner starts that step: the judge gives each
 step a deadline of its own on its own clock (judge/deadlines.py), in this fixed order; GO starts the

@@ -62,6 +62,30 @@ def test_the_timing_waits_for_run_processes_already_warming_up():
     assert 0.1 <= capped < 0.5
 
 
+def test_a_warm_up_beside_a_warming_process_does_not_stop_on_steady_calls():
+    async def go(busy, warming_s):
+        cfg = JudgeConfig(device="cuda", timing_warm_wait_s=0.1)
+        slots = DeviceSlots((0,))
+        judge = SimpleNamespace(cfg=cfg, slots=slots)
+
+        async def warmer():
+            async with slots.warm_window(0):
+                await asyncio.sleep(warming_s)
+        task = asyncio.create_task(warmer())
+        await asyncio.sleep(0.01)
+        t = time.monotonic()
+        change = await Judge._before_timing(judge, 0, busy)
+        waited = time.monotonic() - t
+        await task
+        return change, waited
+    steady = {"warmup_s": 0.2, "warmup_steady_rel": 0.005}
+    change, waited = asyncio.run(go(steady, 1.0))  # still warming after the wait: the whole warm-up
+    assert change == {"warmup_steady_rel": 0.0} and 0.09 <= waited < 0.5
+    change, waited = asyncio.run(go(steady, 0.03))  # done within the wait: steady calls may end it
+    assert change == {} and waited < 0.09
+    assert asyncio.run(go(None, 0.3))[0] == {}      # not a busy slot: its rule has no steady stop
+
+
 def test_busy_warmup_only_right_after_another_slot_on_a_gpu():
     def busy(free_before_s, **kw):
         cfg = JudgeConfig(**{"device": "cuda", **kw})

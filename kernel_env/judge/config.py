@@ -120,11 +120,12 @@ class JudgeConfig:
     busy_warmup_s: float = 0.2
     busy_warmup_steady_rel: float = 0.005
     busy_gap_s: float = 0.5
-    # Under load a run process may still be making its CUDA context (begun between two slots) when a
-    # slot starts; the trials run beside it, the timing waits for it, up to this long. A warm-up that
-    # stops once its calls are steady was steady before such a process's next GPU work, and the timed
-    # calls were then 20 % apart (1_Square_matrix_multiplication_ on an H100, docs/log/slot-h100-2026-12-06.md)
-    timing_warm_wait_s: float = 2.0
+    # Under load a run process may still be warming up (a step begun between two slots) when a slot's
+    # timing is due: the timing waits for it up to this long, and if it is still at it the warm-up
+    # lasts busy_warmup_s whole instead of stopping on steady calls. A warm-up that stopped on steady
+    # calls beside such a process had timed calls 20 % apart, and waiting for the step itself cost
+    # millisecond kernels with small inputs ~0.4 s of slot (docs/log/slot-h100-2026-12-06.md)
+    timing_warm_wait_s: float = 0.1
     # a measurement whose calls spread more than this ((p90 - p10) / median) is taken again, up to
     # timing_attempts in all, keeping the least spread one: another process's GPU work time-slicing with
     # it doubled a 3.8 ms matmul's calls in one evaluation under load (docs/log/performance.md)

@@ -114,7 +114,7 @@ def valid_times(run: RunOutcome, max_timed_calls: int) -> bool:
 async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None = None,
                 check: Callable[[list, int], Awaitable[dict]] | None = None, t_ref_ms: float | None = None,
                 untrusted_roots: tuple = (), dists: list | None = None, trial_rows: int | None = None,
-                timing_sets: int | None = None, before_timing: Callable[[], Awaitable[float]] | None = None
+                timing_sets: int | None = None, before_timing: Callable[[], Awaitable[dict]] | None = None
                 ) -> RunOutcome:
     """Drive the run phase of `cand`. `slots`: the reference worker's output slots, `trial_rows` of them
     for the trials (all of them when None), then one per timing set (`timing_sets`: the plan's when
@@ -127,7 +127,8 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
     `t_ref_ms`: the reference's time per call, which sets each step's deadline (deadlines.py);
     `untrusted_roots`: folders the candidate can write (no compiler runs from there).
     `before_timing()`: awaited once the trials are checked, before the candidate is told to time (the
-    judge waits for other processes' GPU work to end); its seconds are the judge's, not the candidate's."""
+    judge waits for other processes' GPU work to end); it returns changes to the timing rule that TIME
+    brings. Its seconds are the judge's, not the candidate's."""
     limit = cfg.feedback_max_chars
     n_trials = cfg.correctness_trials
     rows = min(trial_rows or n_trials, n_trials)
@@ -202,13 +203,15 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
                 continue
             outputs_done = True
             run.clock = {"outputs": round(t_out - t_go, 4)}
+            change = {}
             if before_timing is not None:
                 t_w = time.monotonic()
-                run.clock["before_timing"] = round(await before_timing(), 4)
+                change = await before_timing()
+                run.clock["before_timing"] = round(time.monotonic() - t_w, 4)
                 dl.paused_s += time.monotonic() - t_w
             # the timing starts on our word: the worker's GPU work is over (it synchronised)
-            dl.start("the timing", deadlines.timing_s(cfg, t_ref_ms, timing))
-            await cand.send(json.dumps({"cmd": P.TIME}))  # a process that died says so with EOF
+            dl.start("the timing", deadlines.timing_s(cfg, t_ref_ms, {**(timing or {}), **change}))
+            await cand.send(json.dumps({"cmd": P.TIME, "timing": change}))  # a process that died says so with EOF
             t_time = time.monotonic()
         elif ev == P.TIMED:
             if not outputs_done or run.times_ms is not None:

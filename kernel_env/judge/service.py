@@ -347,7 +347,7 @@ class Judge:
                                               untrusted_roots=deadlines.untrusted_roots(cfg, self.work_root),
                                               dists=prep.get("dists"), trial_rows=prep.get("trial_rows"),
                                               timing_sets=prep.get("timing_sets"),
-                                              before_timing=lambda: self.slots.warmers_done(gpu, cfg.timing_warm_wait_s))
+                                              before_timing=lambda: self._before_timing(gpu, busy))
                         t_x = time.monotonic()
                         await self._end(cand)  # the candidate is gone before the rest is compared
                         v.timings["run_s"] = round(time.monotonic() - t_c, 3)
@@ -429,6 +429,16 @@ class Judge:
         if c.device != "cuda" or self.slots.pending[gpu] > 1 or (c.quiet_warmup_s <= 0 and c.quiet_min_wall_s <= 0):
             return None
         return {"warmup_s": max(c.warmup_s, c.quiet_warmup_s), "min_wall_s": max(c.timing_min_wall_s, c.quiet_min_wall_s)}
+
+    async def _before_timing(self, gpu: int, busy: dict | None) -> dict:
+        """Just before a candidate is timed: run processes that began warming up before its slot may
+        still have a step under way (none starts inside the slot). Wait for them a little
+        (JudgeConfig.timing_warm_wait_s); if one is still at it, the warm-up does not stop on steady
+        calls (a step's GPU work may come after them) but lasts its whole time."""
+        await self.slots.warmers_done(gpu, self.cfg.timing_warm_wait_s)
+        if busy and busy.get("warmup_steady_rel") and self.slots.gate[gpu]["warming"]:
+            return {"warmup_steady_rel": 0.0}
+        return {}
 
     def _busy_timing(self, gpu: int) -> dict | None:
         """The candidate's warm-up when its slot was taken right after the device's previous one: the
