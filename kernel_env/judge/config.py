@@ -123,9 +123,10 @@ class JudgeConfig:
     # Under load a run process may still be warming up (a step begun between two slots) when a slot's
     # timing is due: the timing waits for it up to this long, and if it is still at it the warm-up
     # lasts busy_warmup_s whole instead of stopping on steady calls. A warm-up that stopped on steady
-    # calls beside such a process had timed calls 20 % apart, and waiting for the step itself cost
-    # millisecond kernels with small inputs ~0.4 s of slot (docs/log/slot-h100-2026-12-06.md)
-    timing_warm_wait_s: float = 0.1
+    # calls beside such a process had timed calls 20 % apart; waiting for the step itself cost
+    # millisecond kernels with small inputs ~0.4 s of slot, and a 0.1 s wait mostly ran out (p50
+    # 0.09 s) and cost them ~0.1 s (docs/log/slot-h100-2026-12-06.md): no wait by default
+    timing_warm_wait_s: float = 0.0
     # a measurement whose calls spread more than this ((p90 - p10) / median) is taken again, up to
     # timing_attempts in all, keeping the least spread one: another process's GPU work time-slicing with
     # it doubled a 3.8 ms matmul's calls in one evaluation under load (docs/log/performance.md)
