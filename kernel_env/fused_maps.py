@@ -8,11 +8,11 @@ reference worker make a trial's inputs from (seed, distribution); a process wher
 used makes them with the torch passes, so the two must agree bit for bit: integer hashing, exact float
 steps (2u - 1, 1 - u) and correctly rounded sqrt and division (the torch passes use the same), and the
 same rounding to the tensor's dtype. tests/test_input_maps.py checks it (Triton's interpreter on the
-CPU; scripts/input_maps_check.py on a GPU).
+CPU); experiments/bench_input_maps.py on a GPU.
 
-A run process compiles them when it warms up, before any candidate code is in it; the judge
-publishes that first Triton cache for the run processes after it (pools.triton_warm_dir), so they load
-them instead.
+A run process compiles the float32 variants when it warms up, before any candidate code is in it;
+the judge publishes that first Triton cache for the run processes after it (pools.triton_warm_dir),
+so they load them instead.
 """
 from __future__ import annotations
 

@@ -189,8 +189,8 @@ def warm_kernels(device: torch.device) -> None:
 
 
 def warm_steps(device: torch.device) -> list:
-    """warm_kernels in steps of ~0.1 s each: a run process warms up beside other candidates' runs and
-    waits for the judge's word before each step, so that no step's GPU work falls into a timing."""
+    """warm_kernels in steps: a run process warms up beside other candidates' runs and waits for the
+    judge's word before each step, so that no step's GPU work falls into another candidate's run."""
     def maps(dtype):
         def step():
             x = torch.randn(64, device=device).to(dtype)

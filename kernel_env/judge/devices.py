@@ -72,8 +72,8 @@ class DeviceSlots:
             g["timing"] -= 1
 
     async def warmers_done(self, gpu: int, wait_s: float) -> float:
-        """Wait, up to wait_s, until no run process is making its CUDA context on the device (those
-        that began before this slot's timing window: none begins inside it). Returns the seconds waited."""
+        """Wait, up to wait_s, until no run process has a warm-up step under way on the device (one begun
+        before this slot's timing window: none begins inside it). Returns the seconds waited."""
         g, t = self.gate[gpu], time.monotonic()
         while g["warming"] and time.monotonic() - t < wait_s:
             await asyncio.sleep(0.005)
