@@ -16,19 +16,22 @@ pytestmark = pytest.mark.slow
 TRITON = "level1/1_Small_ReLU=tests/honest/triton_prealloc_buffer.py"
 # the benchmark's own short-kernel probe task (bench/tasks), served beside the built-in ones
 TRITON_4M = "level1/19_ReLU_4M=tests/honest/triton_prealloc_buffer.py"
+TRITON_POOL = "level1/3_Small_Softmax=tests/honest/triton_softmax_stable.py"  # the load: only this job
 
 
 def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
     out = tmp_path / "bench.json"
     cmd = [sys.executable, "bench/run_all.py", "--device", "cpu", "--sessions", "2", "--evals", "3",
            "--load-s", "20", "--plain-load-s", "20", "--spread-n", "2", "--plain-spread-n", "2",
-           "--cold", TRITON, "--probe", TRITON, TRITON_4M, "--cache-dir", str(tmp_path / "plain-cache"),
+           "--cold", TRITON, "--probe", TRITON, TRITON_4M, "--pool", TRITON_POOL, "--cache-dir", str(tmp_path / "plain-cache"),
            "--server-args", f"--cache-dir {cache_dir}", "--progress-s", "5", "--out", str(out)]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     assert "env (this project)" in p.stdout and "plain harness" in p.stdout
     d = json.loads(out.read_text())
+    assert d["meta"]["pool"] == [TRITON_POOL]  # the load's jobs as --pool named them
+    assert {e["task"] for side in ("env", "plain") for e in d[side]["load"]["evals"]} == {"level1/3_Small_Softmax"}
     for side in ("env", "plain"):
         s = d[side]["summary"]
         assert s["load_evaluations"] >= 1 and s["load_correct"] == s["load_evaluations"], (side, s)
