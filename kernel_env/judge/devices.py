@@ -60,9 +60,7 @@ class DeviceSlots:
         g = self.gate[gpu]
         g["want"] += 1
         try:
-            end = time.monotonic() + wait_s
-            while g["warming"] and time.monotonic() < end:
-                await asyncio.sleep(0.005)
+            await self.warmers_done(gpu, wait_s)
         finally:
             g["want"] -= 1
         g["timing"] += 1
