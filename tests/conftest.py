@@ -3,6 +3,7 @@ on CI; every CPU test submission shares one extension, so it is built once), and
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,17 @@ def pytest_sessionfinish(session, exitstatus):
     """The session's own cache goes with it (builds and a ~0.8 GB precompiled header)."""
     if _OWN_CACHE:
         shutil.rmtree(os.environ["KERNEL_ENV_CACHE"], ignore_errors=True)
+
+
+def waits_for_the_loop(real):
+    """A stand-in for `real` (a screen, which runs in a thread) that answers only once the event loop
+    has run something else meanwhile: (stand-in, screening, loop_ran). The test's coroutine waits for
+    `screening`, then sets `loop_ran`; a screen run on the loop itself never sees it and fails."""
+    screening, loop_ran = threading.Event(), threading.Event()
+
+    def stand_in(*args, **kw):
+        screening.set()
+        if not loop_ran.wait(20):
+            raise AssertionError("the event loop did not run while the screen worked")
+        return real(*args, **kw)
+    return stand_in, screening, loop_ran

@@ -14,7 +14,7 @@ from kernel_env.cluster.router import ClusterJudge
 from kernel_env.judge import JudgeConfig
 from kernel_env.tasks import TaskSet
 
-from conftest import submission
+from conftest import submission, waits_for_the_loop
 
 slow = pytest.mark.slow  # a Ray cluster of real raylets and real evaluations
 
@@ -137,19 +137,10 @@ def test_the_front_doors_screen_leaves_its_event_loop_free(cluster, cache_dir, m
     """The front door screens text the submission controls (most of a second, built to be slow) before
     any node sees it: the other sessions' messages must not wait on it. Here a screen that finishes
     only once the event loop has run something else."""
-    import threading
     from kernel_env.cluster import router
 
-    screening, loop_ran = threading.Event(), threading.Event()
-    real = router.screen
-
-    def waits_for_the_loop(*args, **kw):
-        screening.set()
-        if not loop_ran.wait(20):
-            raise AssertionError("the event loop did not run while the screen worked")
-        return real(*args, **kw)
-
-    monkeypatch.setattr(router, "screen", waits_for_the_loop)
+    stand_in, screening, loop_ran = waits_for_the_loop(router.screen)
+    monkeypatch.setattr(router, "screen", stand_in)
 
     async def run():
         judge = ClusterJudge(_config(cache_dir), TaskSet(), refresh_s=0.2)

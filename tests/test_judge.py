@@ -18,7 +18,7 @@ from kernel_env.judge import Judge, JudgeConfig
 from kernel_env.judge.compare import compare_outputs
 from kernel_env.judge.roofline import count_flops, speed_of_light
 
-from conftest import ROOT, submission
+from conftest import ROOT, submission, waits_for_the_loop
 
 slow = pytest.mark.slow  # runs a judge's processes: builds, candidates, reference workers
 
@@ -250,19 +250,10 @@ def test_the_screen_leaves_the_event_loop_free(cache_dir, monkeypatch):
     """The screen parses and checks text the submission controls (most of a second, built to be slow):
     the server's other sessions must not wait on it. Here a screen that finishes only once the event
     loop has run something else."""
-    import threading
     from kernel_env.judge import service
 
-    screening, loop_ran = threading.Event(), threading.Event()
-    real = service.screen_parsed
-
-    def waits_for_the_loop(*args, **kw):
-        screening.set()
-        if not loop_ran.wait(20):
-            raise AssertionError("the event loop did not run while the screen worked")
-        return real(*args, **kw)
-
-    monkeypatch.setattr(service, "screen_parsed", waits_for_the_loop)
+    stand_in, screening, loop_ran = waits_for_the_loop(service.screen_parsed)
+    monkeypatch.setattr(service, "screen_parsed", stand_in)
     judge = make_judge(cache_dir)
 
     async def go():
