@@ -1,6 +1,10 @@
 """The device slot: how long it stood free before its holder took it, the shorter warm-up of a slot
 taken right after another one, the warm-up's own numbers, and the judge's clock of the slot."""
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from types import SimpleNamespace
@@ -10,6 +14,7 @@ import torch
 
 from kernel_env import harness
 from kernel_env.judge import Judge, JudgeConfig
+from kernel_env.judge.deadlines import process_tree
 from kernel_env.judge.devices import DeviceSlots
 
 from conftest import submission
@@ -62,13 +67,13 @@ def test_the_timing_waits_for_run_processes_already_warming_up():
     assert 0.1 <= capped < 0.5
 
 
-def test_a_warm_up_beside_a_warming_process_does_not_stop_on_steady_calls():
+def test_a_warm_up_beside_a_warming_process_it_cannot_stop_does_not_stop_on_steady_calls():
     async def go(busy, warming_s):
         cfg = JudgeConfig(device="cuda", timing_warm_wait_s=0.1)
         slots = DeviceSlots((0,))
         judge = SimpleNamespace(cfg=cfg, slots=slots)
 
-        async def warmer():
+        async def warmer():  # no processes known for its step: it cannot be stopped
             async with slots.warm_window(0):
                 await asyncio.sleep(warming_s)
         task = asyncio.create_task(warmer())
@@ -84,6 +89,59 @@ def test_a_warm_up_beside_a_warming_process_does_not_stop_on_steady_calls():
     change, waited = asyncio.run(go(steady, 0.03))  # done within the wait: steady calls may end it
     assert change == {} and waited < 0.09
     assert asyncio.run(go(None, 0.3))[0] == {}      # not a busy slot: its rule has no steady stop
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()[0].decode()
+
+
+def test_a_run_process_at_a_warm_up_step_is_stopped_for_the_timing_and_resumed_after_it():
+    """A warm-up step still under way when a candidate's timing begins: its processes (here a real one
+    and its child) are stopped until the candidate's run ends, then go on; the warm-up may then stop
+    on steady calls. With stop_warmers off, the whole warm-up instead."""
+    # a parent and its child that keep counting: each writes a line every 10 ms
+    code = ("import subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time\\nwhile True: time.sleep(0.01)'])\n"
+            "while True:\n    print(time.time(), flush=True); time.sleep(0.01)\n")
+
+    async def go(stop):
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+        try:
+            t0 = time.monotonic()
+            while len(process_tree(proc.pid)) < 2 and time.monotonic() - t0 < 10:
+                await asyncio.sleep(0.02)
+            tree = process_tree(proc.pid)
+            cfg = JudgeConfig(device="cuda", stop_warmers=stop)
+            slots = DeviceSlots((0,))
+            judge = SimpleNamespace(cfg=cfg, slots=slots)
+            step = asyncio.Event()
+
+            async def warmer():
+                async with slots.warm_window(0, tree):
+                    await step.wait()
+            task = asyncio.create_task(warmer())
+            await asyncio.sleep(0.01)
+            async with slots.timing_window(0, 0.0):
+                change = await Judge._before_timing(judge, 0, {"warmup_s": 0.2, "warmup_steady_rel": 0.005})
+                await asyncio.sleep(0.1)
+                inside = {pid: _state(pid) for pid in tree}
+            await asyncio.sleep(0.1)
+            after = {pid: _state(pid) for pid in tree}
+            step.set()
+            await task
+            return change, inside, after, slots.warmers_stopped
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    change, inside, after, stopped = asyncio.run(go(True))
+    assert change == {} and stopped == 1
+    assert set(inside.values()) == {"T"}, inside      # every process of the step stopped
+    assert "T" not in after.values(), after           # and going on once the run ended
+    change, inside, after, stopped = asyncio.run(go(False))
+    assert change == {"warmup_steady_rel": 0.0} and stopped == 0
+    assert "T" not in inside.values(), inside
 
 
 def test_busy_warmup_only_right_after_another_slot_on_a_gpu():

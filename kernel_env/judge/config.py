@@ -127,6 +127,9 @@ class JudgeConfig:
     # millisecond kernels with small inputs ~0.4 s of slot, and a 0.1 s wait mostly ran out (p50
     # 0.09 s) and cost them ~0.1 s (docs/log/slot-h100-2026-12-06.md): no wait by default
     timing_warm_wait_s: float = 0.0
+    # ... and a run process still at a step is then stopped (SIGSTOP) until the candidate's run ends
+    # (judge/devices.py), so the warm-up may stop on steady calls all the same
+    stop_warmers: bool = True
     # a measurement whose calls spread more than this ((p90 - p10) / median) is taken again, up to
     # timing_attempts in all, keeping the least spread one: another process's GPU work time-slicing with
     # it doubled a 3.8 ms matmul's calls in one evaluation under load (docs/log/performance.md)

@@ -93,6 +93,22 @@ def descendants(root: int) -> dict[int, _Stat]:
     return out
 
 
+def start_time(pid: int) -> int | None:
+    """A process's start time (clock ticks since boot), None once it is gone: with its PID it names one
+    process, not whichever takes the PID next."""
+    st = _stat(str(pid))
+    return st.start if st is not None and st.state not in ("Z", "X") else None
+
+
+def process_tree(root: int) -> dict[int, int]:
+    """`root` and the processes below it, PID -> start time."""
+    tree = {pid: st.start for pid, st in descendants(root).items()}
+    start = start_time(root)
+    if start is not None:
+        tree[root] = start
+    return tree
+
+
 def is_compiler(pid: int, untrusted_roots: tuple[str, ...]) -> bool:
     """A compiler by its executable (not its name: a process names itself), one the candidate could
     not have written (not under the folders it may write)."""
@@ -314,7 +330,7 @@ async def gone(pids: dict[int, _Stat], wait_s: float) -> bool:
             return True
         if time.monotonic() >= end:
             return False
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.005)  # the slot waits on this: a coarse poll is slot time
 
 
 async def end_process(proc: Proc, wait_s: float) -> bool:

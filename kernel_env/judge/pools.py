@@ -14,18 +14,22 @@ of the runner's own warm-up kernel, taken before any candidate code ran: `_publi
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
+import itertools
 import json
 import logging
 import os
 import secrets
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from .. import protocol as P
 from . import bytecode_cache
 from .config import JudgeConfig
+from .deadlines import process_tree
 from .devices import DeviceSlots
 from .environ import ProcessEnv
 from .sandbox import PYTHON, Proc, remove_folder, wrap
@@ -67,6 +71,7 @@ class CandidatePools:
         self._bg: set[asyncio.Task] = set()  # processes being started for the pool
         self.one_shot = False  # evaluate_sync: one evaluation per event loop, no pool kept between them
         self.triton_warm = triton_warm_dir(cfg.cache_dir)
+        self.warm_steps_s: dict[int, collections.deque] = {}  # the last run processes' warm-up steps, s on the judge's clock
 
     def idle_runners(self) -> int:
         return sum(len(v) for k, v in self.idle.items() if k[0] == "run")
@@ -154,11 +159,15 @@ class CandidatePools:
         if msg.get("event") != P.IMPORTED:
             return msg
         p.imported = True
-        while True:  # a step at a time, each in a warm window of its device
-            async with self.slots.warm_window(gpu):
+        # its processes, stopped if a timing on the device begins while a step is under way (devices.py)
+        tree = await asyncio.to_thread(process_tree, p.proc.pid)
+        for i in itertools.count():  # a step at a time, each in a warm window of its device
+            async with self.slots.warm_window(gpu, tree):
+                t = time.monotonic()
                 if not await p.send(json.dumps({"cmd": P.WARM})):
                     return {"event": P.EOF}
                 msg = await p.next_message(self.cfg.reference_timeout_s)
+                self.warm_steps_s.setdefault(i, collections.deque(maxlen=200)).append(time.monotonic() - t)
             if msg.get("event") != P.WARM_STEP:
                 break
         if msg.get("event") == P.WARMED:

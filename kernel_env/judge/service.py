@@ -29,6 +29,7 @@ import logging
 import os
 import secrets
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -205,6 +206,12 @@ class Judge:
         s["reference_workers"] = self.references.alive()
         s["idle_runners"] = self.pools.idle_runners()
         s["idle_builders"] = len(self.pools.idle[BUILD])
+        # the run processes' warm-up steps (the last 200 of each, s on the judge's clock, stopped time
+        # included), and how many were stopped for a timing
+        s["warm_steps_s"] = {str(i): {"n": len(d), "p50": round(statistics.median(d), 4),
+                                      "max": round(max(d), 4)}
+                             for i, d in sorted(self.pools.warm_steps_s.items()) if d}
+        s["warm_steps_stopped"] = self.slots.warmers_stopped
         return s
 
     def start_ahead(self) -> None:
@@ -431,12 +438,17 @@ class Judge:
         return {"warmup_s": max(c.warmup_s, c.quiet_warmup_s), "min_wall_s": max(c.timing_min_wall_s, c.quiet_min_wall_s)}
 
     async def _before_timing(self, gpu: int, busy: dict | None) -> dict:
-        """Just before a candidate is timed: run processes that began warming up before its slot may
-        still have a step under way (none starts inside the slot). Wait for them a little
-        (JudgeConfig.timing_warm_wait_s); if one is still at it, the warm-up does not stop on steady
-        calls (a step's GPU work may come after them) but lasts its whole time."""
+        """Just before a candidate is timed: run processes that began a warm-up step before its slot may
+        still be at it (none begins inside the slot). Wait for them a little
+        (JudgeConfig.timing_warm_wait_s), then stop those still at it until the run ends
+        (JudgeConfig.stop_warmers). If one could not be stopped, the warm-up does not stop on steady
+        calls (the step's GPU work may come after them) but lasts its whole time."""
         await self.slots.warmers_done(gpu, self.cfg.timing_warm_wait_s)
-        if busy and busy.get("warmup_steady_rel") and self.slots.gate[gpu]["warming"]:
+        if not self.slots.gate[gpu]["warming"]:
+            return {}
+        if self.cfg.stop_warmers and self.slots.stop_warmers(gpu):
+            return {}
+        if busy and busy.get("warmup_steady_rel"):
             return {"warmup_steady_rel": 0.0}
         return {}
 
