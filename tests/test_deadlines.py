@@ -289,6 +289,30 @@ time.sleep(1000)
     assert len(tree) >= 2 and ok and not left, (tree, left)
 
 
+def test_a_process_whose_main_thread_exited_is_not_gone_while_another_thread_runs():
+    """A killed process's main thread is a zombie at once, while its other threads (the CUDA driver's
+    among them) are still exiting, holding its memory and its GPU context. Here the main thread ends
+    itself (pthread_exit) and another one goes on for a second: the process is gone only after it."""
+    import subprocess
+    import sys
+    code = ("import ctypes, threading, time\n"
+            "threading.Thread(target=time.sleep, args=(1.5,)).start()\n"
+            "ctypes.CDLL(None).pthread_exit(None)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        t0 = time.monotonic()
+        while (st := deadlines._stat(str(proc.pid))) is not None and st.state != "Z" and time.monotonic() - t0 < 10:
+            time.sleep(0.01)
+        assert st is not None and st.state == "Z"  # the main thread has exited, the process has not
+        t = time.monotonic()
+        ok = asyncio.run(deadlines.gone({proc.pid: st}, 30))
+        waited = time.monotonic() - t
+        assert deadlines.start_time(proc.pid) is None
+    finally:
+        proc.wait()
+    assert ok and waited >= 1.5 - (t - t0) - 0.1, waited
+
+
 # ---------------------------------------------------------------- the judge's real path (CPU, C++)
 @pytest.fixture(scope="module")
 def judge(cache_dir):

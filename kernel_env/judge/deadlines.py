@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .. import protocol as P
 from .config import JudgeConfig
-from .sandbox import Proc
+from .sandbox import Proc, threads_exited
 
 POLL_S = 1.0  # how often a long step looks at the candidate's processes (a /proc scan: ~10 ms)
 _COMPILER = re.compile(r"(?:[\w.+-]*-)?(?:g\+\+|gcc|c\+\+|cc|clang\+\+|clang)(?:-[\d.]+)?|cc1|cc1plus|cc1obj|lto1|"
@@ -97,7 +97,7 @@ def start_time(pid: int) -> int | None:
     """A process's start time (clock ticks since boot), None once it is gone: with its PID it names one
     process, not whichever takes the PID next."""
     st = _stat(str(pid))
-    return st.start if st is not None and st.state not in ("Z", "X") else None
+    return None if st is None or _exited(pid, st) else st.start
 
 
 def process_tree(root: int) -> dict[int, int]:
@@ -319,13 +319,18 @@ def spin_bound_s(cfg: JudgeConfig, t_ref_ms: float) -> float:
 
 
 # ---------------------------------------------------------------- a killed process's exit
+def _exited(pid: int, st: _Stat) -> bool:
+    """A zombie whose threads have all exited: its memory, its GPU context included, is given back."""
+    return st.state in ("Z", "X") and threads_exited(pid)
+
+
 async def gone(pids: dict[int, _Stat], wait_s: float) -> bool:
     """Wait until every process of a snapshot (descendants()) has exited: none left running or
-    exiting (a zombie has given back its memory, its GPU context included). False after wait_s."""
+    exiting, none a zombie main thread whose other threads are still exiting. False after wait_s."""
     end = time.monotonic() + wait_s
     while True:
         alive = [p for p, st in pids.items() if (now := _stat(str(p))) is not None and now.start == st.start
-                 and now.state not in ("Z", "X")]
+                 and not _exited(p, now)]
         if not alive:
             return True
         if time.monotonic() >= end:
