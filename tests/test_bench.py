@@ -79,6 +79,16 @@ def test_comparison_and_triton_first_call_benches_run_on_the_cpu():
     assert "first_kernel_first_call_s" in p.stdout and "cold" in p.stdout and "warmed" in p.stdout
 
 
+def test_process_exit_bench_runs_on_the_cpu():
+    # experiments/ (the H100 numbers: docs/log/slot-stop-warmers-h100-2026-12-06.md); here the CPU path
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "experiments/bench_process_exit.py", "--device", "cpu", "--gb", "0.05",
+                        "--repeats", "1"], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    row = json.loads(p.stdout.splitlines()[-1])["rows"][0]
+    assert 0 <= row["zombie_ms"] <= row["reaped_ms"] and row["memory_back_ms"] is None, row
+
+
 def test_slot_gaps_tell_a_run_process_not_ready_from_other_gaps():
     sys.path.insert(0, str(ROOT))
     from bench.report import _slot_gaps
