@@ -190,6 +190,19 @@ def test_a_steady_warmup_ends_before_its_time_floor():
     assert res["warmup_s"] >= 0.5
 
 
+def test_the_hold_is_set_from_the_warm_ups_launches_after_its_first_calls():
+    ms = 1e-3
+    # a short warm-up that stopped on steady calls: two first launches of 3 and 1 ms, then 50 us each
+    host = [3 * ms, 1 * ms, 0.05 * ms, 0.05 * ms, 0.05 * ms, 0.06 * ms]
+    assert harness.hold_after_warmup(host, harness.HOLD_MIN_US) == pytest.approx(2 * 60 + harness.HOLD_MIN_US)
+    # without leaving them out the hold would be 2 ms (capped): every timed call would wait that long
+    assert harness.hold_after_warmup(host[:4], harness.HOLD_MIN_US) == harness.HOLD_MAX_US  # too few to leave any out
+    # late calls in the warm-up doubled it: never shorter than that, never past the cap
+    assert harness.hold_after_warmup(host, 800.0) == 800.0
+    assert harness.hold_after_warmup([0.5] * 8, harness.HOLD_MIN_US) == harness.HOLD_MAX_US
+    assert harness.hold_after_warmup([], 45.0) == 45.0
+
+
 @pytest.mark.slow
 def test_the_judge_clocks_the_whole_slot(cache_dir):
     cfg = JudgeConfig(device="cpu", cache_dir=cache_dir, build_slots=1, timing_budget_s=0.3,
