@@ -121,14 +121,13 @@ class JudgeConfig:
     busy_warmup_steady_rel: float = 0.005
     busy_gap_s: float = 0.5
     # Under load a run process may still be warming up (a step begun between two slots) when a slot's
-    # timing is due: the timing waits for it up to this long, and if it is still at it the warm-up
-    # lasts busy_warmup_s whole instead of stopping on steady calls. A warm-up that stopped on steady
-    # calls beside such a process had timed calls 20 % apart; waiting for the step itself cost
-    # millisecond kernels with small inputs ~0.4 s of slot, and a 0.1 s wait mostly ran out (p50
-    # 0.09 s) and cost them ~0.1 s (docs/log/slot-h100-2026-12-06.md): no wait by default
+    # timing is due. A warm-up that stopped on steady calls beside such a process had timed calls 20 %
+    # apart; waiting for the step itself cost millisecond kernels with small inputs ~0.4 s of slot, and
+    # a 0.1 s wait mostly ran out (p50 0.09 s) and cost them ~0.1 s (docs/log/slot-h100-2026-12-06.md):
+    # the timing waits for it up to timing_warm_wait_s (none by default), then stops its processes
+    # (SIGSTOP) until the candidate's run ends (stop_warmers; judge/devices.py). Where it cannot stop
+    # them (or stop_warmers is off), the warm-up lasts busy_warmup_s whole instead of stopping on steady calls.
     timing_warm_wait_s: float = 0.0
-    # ... and a run process still at a step is then stopped (SIGSTOP) until the candidate's run ends
-    # (judge/devices.py), so the warm-up may stop on steady calls all the same
     stop_warmers: bool = True
     # a measurement whose calls spread more than this ((p90 - p10) / median) is taken again, up to
     # timing_attempts in all, keeping the least spread one: another process's GPU work time-slicing with
