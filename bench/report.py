@@ -193,6 +193,22 @@ def summarize(res: dict, gpu_mon=None, gpus=None, cpu_mon=None) -> dict:
             if ev:  # all run processes' CPU (pooled starts included) over the evaluations that finished
                 out["run_cpu_per_eval_s"] = (cpu["by_kind"].get("run processes", 0.0) / 100 * (os.cpu_count() or 1)
                                              * ld["window_s"] / len(ev))
+        # the slot by task and kind of kernel: the tasks' inputs differ by thousands of times in size
+        by: dict = {}
+        for r in ev:
+            if r.get("correct") and (r.get("timings") or {}).get("slot_s") is not None:
+                by.setdefault(f"{r.get('task')} {r.get('lang')}", []).append(r["timings"]["slot_s"])
+        if by:
+            out["slot_p50_by_task_s"] = {k: {"n": len(v), "p50": pct(v, 50)} for k, v in sorted(by.items())}
+        holds = [p.get("hold_us") for p in ph]
+        if any(x is not None for x in holds):
+            out["hold_us_p50"] = pct(holds, 50)
+        # the run processes' warm-up steps (the judge's stats: s on its clock, p50 of each step) and
+        # how many of them were stopped because a timing began while they were under way
+        judge = (ld.get("server_stats_end") or {}).get("judge") or {}
+        if judge.get("warm_steps_s"):
+            out["warm_steps_p50_s"] = [v["p50"] for _, v in sorted(judge["warm_steps_s"].items(), key=lambda kv: int(kv[0]))]
+            out["warm_steps_stopped"] = judge.get("warm_steps_stopped")
         # ordered timing's hold kernels keep the GPU "busy" to nvidia-smi while it waits for the host
         held = [(r.get("run_phases") or {}).get("hold_s") for r in ev + list(ld.get("probes") or [])]
         if any(x is not None for x in held):
@@ -250,6 +266,8 @@ def rows(s: dict) -> list[tuple[str, str]]:
                     ("outputs_s", "check_s", "timed_s", "done_s", "close_s", "reference_s", "slot_s"))),
         ("  timing's warm-up / kernel share s p50",
          " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("warmup_s", "profile_s"))),
+        ("  hold before each timed call us p50", _f(s.get("hold_us_p50"), 0)),
+    ] + [(f"  slot s p50, {k} (n)", f"{_f(v['p50'])} ({v['n']})") for k, v in (s.get("slot_p50_by_task_s") or {}).items()] + [
         ("  check: inputs / forward / compare / free; compare: inputs / forward / compare / give back s p50",
          " / ".join(_f((s.get("slot_p50_s") or {}).get(f"check_{k}")) for k in ("inputs_s", "forward_s", "compare_s", "free_s"))
          + "; " + " / ".join(_f((s.get("slot_p50_s") or {}).get(f"compare_{k}"))
@@ -260,6 +278,9 @@ def rows(s: dict) -> list[tuple[str, str]]:
          + f" ({_f((s.get('run_cpu_p50_s') or {}).get('total'))})"),
         ("  by thread, mean s", ", ".join(f"{k} {v:.2f}" for k, v in (s.get("run_cpu_threads_mean_s") or {}).items())
          or "n/a"),
+        ("run processes' warm-up steps s p50 (steps stopped for a timing)",
+         (" / ".join(_f(x, 3) for x in s["warm_steps_p50_s"]) + f" ({s.get('warm_steps_stopped')})")
+         if s.get("warm_steps_p50_s") else "n/a"),
         ("cold eval latency s (its build s)", f"{_f(s.get('cold_latency_s'))} ({_f(s.get('cold_build_s'))})"),
         ("warm eval latency s", _f(s.get("warm_latency_s"))),
         ("overhead/turn s alone p50", _f(s.get("overhead_alone_p50_s"))),

@@ -50,6 +50,14 @@ def test_bench_runs_both_harnesses_side_by_side(tmp_path, cache_dir):
         assert isinstance(s["load_unfinished"], int) and s["load_unfinished"] >= 0, (side, s)
     assert 0 < d["env"]["summary"]["device_slot_held_pct"] <= 100
     assert d["env"]["summary"]["hold_pct"] == 0.0 and "hold_pct" not in d["plain"]["summary"]  # no holds on a CPU
+    # the judge's record of its run processes' warm-up steps (on the CPU: the three maps steps)
+    steps = d["env"]["summary"]["warm_steps_p50_s"]
+    assert len(steps) == 3 and all(x >= 0 for x in steps), steps
+    assert isinstance(d["env"]["summary"]["warm_steps_stopped"], int) and "warm_steps_p50_s" not in d["plain"]["summary"]
+    assert "run processes' warm-up steps s p50" in p.stdout
+    by_task = d["env"]["summary"]["slot_p50_by_task_s"]
+    assert list(by_task) == ["level1/3_Small_Softmax triton"] and by_task["level1/3_Small_Softmax triton"]["p50"] > 0
+    assert "slot s p50, level1/3_Small_Softmax triton" in p.stdout
     # the machine's CPUs over the load window (/proc/stat): the env's builds run niced, the plain harness's do not
     for side in ("env", "plain"):
         s = d[side]["summary"]

@@ -144,6 +144,56 @@ def test_a_run_process_at_a_warm_up_step_is_stopped_for_the_timing_and_resumed_a
     assert "T" not in inside.values(), inside
 
 
+@pytest.mark.parametrize("mode", ["bwrap", "unshare"])
+def test_a_sandboxed_run_process_is_stopped_and_continued_through_its_sandbox(mode, tmp_path):
+    """The same through each sandbox (a PID namespace whose first process the judge signals from
+    outside): every process of the step stops, and nothing it writes moves until it is continued."""
+    from kernel_env.judge.sandbox import child_env, isolation, wrap
+    try:
+        isolation(mode)
+    except RuntimeError:
+        pytest.skip(f"{mode} does not work on this machine")
+    work = tmp_path / "w"
+    work.mkdir()
+    code = "import time\nn = 0\nwhile True:\n    n += 1; open('count', 'w').write(str(n)); time.sleep(0.005)\n"
+    proc = subprocess.Popen(wrap(mode, [sys.executable, "-c", code], work, []), env=child_env(work, {}),
+                            cwd=work, start_new_session=True)
+    count = lambda: int((work / "count").read_text() or 0)  # noqa: E731
+    try:
+        t0 = time.monotonic()
+        while not (work / "count").exists() and time.monotonic() - t0 < 30:
+            time.sleep(0.05)
+        tree = process_tree(proc.pid)
+        assert len(tree) >= 2, tree  # the wrapper and what runs inside it
+        slots = DeviceSlots((0,))
+
+        async def go():
+            step = asyncio.Event()
+
+            async def warmer():
+                async with slots.warm_window(0, tree):
+                    await step.wait()
+            task = asyncio.create_task(warmer())
+            await asyncio.sleep(0.01)
+            async with slots.timing_window(0, 0.0):
+                assert slots.stop_warmers(0)
+                await asyncio.sleep(0.1)
+                states, before = {pid: _state(pid) for pid in tree}, count()
+                await asyncio.sleep(0.3)
+                frozen = count() == before
+            await asyncio.sleep(0.3)
+            moved = count() > before
+            step.set()
+            await task
+            return states, frozen, moved
+        states, frozen, moved = asyncio.run(go())
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert set(states.values()) == {"T"}, states
+    assert frozen and moved
+
+
 def test_busy_warmup_only_right_after_another_slot_on_a_gpu():
     def busy(free_before_s, **kw):
         cfg = JudgeConfig(**{"device": "cuda", **kw})
