@@ -381,6 +381,28 @@ def test_a_candidates_folder_goes_whatever_it_did_to_the_permissions_in_it(tmp_p
     assert out.stdout.split() == ["gone", "0o750"]  # all of it gone; nothing changed through the link
 
 
+def test_removing_a_folder_raises_nothing_into_its_caller(tmp_path, monkeypatch, caplog):
+    """rmtree's close of its folder's own descriptor raises EBADF when that descriptor was closed under
+    it (ignore_errors does not cover it): the removal is tried again and logged, never raised into a
+    shutdown or an evaluation's cleanup."""
+    import errno
+    import shutil
+    from kernel_env.judge import sandbox
+    work = tmp_path / "w"
+    (work / "a").mkdir(parents=True)
+    real, calls = shutil.rmtree, []
+
+    def rmtree(path, *a, **kw):
+        calls.append(path)
+        if len(calls) == 1:
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        return real(path, *a, **kw)
+    monkeypatch.setattr(sandbox.shutil, "rmtree", rmtree)
+    sandbox.remove_folder(work)
+    assert len(calls) == 2 and not work.exists()
+    assert "Bad file descriptor" in caplog.text
+
+
 @slow
 def test_cancelled_evaluation_leaves_nothing_behind(cache_dir):
     judge = make_judge(cache_dir, run_timeout_s=600, run_step_floor_s=600, run_first_call_s=600)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import resource
 import shutil
@@ -430,14 +431,24 @@ def remove_folder(path: Path) -> None:
     """Remove a candidate process's folder, whatever it did to it. A candidate running as the judge's
     own user (an unprivileged server) can take the permissions off the folders it made (chmod 000),
     which rmtree can then neither list nor empty: give them back, never through a link, and again."""
-    shutil.rmtree(path, ignore_errors=True)
+    _rmtree(path)
     if not os.path.lexists(path):
         return
     _own_folder(path)
     for top, dirs, _ in os.walk(path, onerror=lambda e: None):  # a folder's folders, before they are opened
         for d in dirs:
             _own_folder(os.path.join(top, d))
-    shutil.rmtree(path, ignore_errors=True)
+    _rmtree(path)
+
+
+def _rmtree(path) -> None:
+    """rmtree that raises nothing into its caller (a shutdown or an evaluation's cleanup): ignore_errors
+    does not cover Python 3.11's close of the folder's own descriptor, which raises EBADF when that
+    descriptor was closed under it. What is left is tried again, or goes with the judge's work folder."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except OSError as e:
+        logging.getLogger("kernel_env.judge").warning("removing %s: %s", path, e)
 
 
 def _own_folder(path) -> None:
