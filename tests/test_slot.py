@@ -7,13 +7,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import asynccontextmanager
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from kernel_env import harness
-from kernel_env.judge import Judge, JudgeConfig
+from kernel_env.judge import Judge, JudgeConfig, deadlines
 from kernel_env.judge.deadlines import process_tree
 from kernel_env.judge.devices import DeviceSlots
 
@@ -91,9 +92,25 @@ def test_a_warm_up_beside_a_warming_process_it_cannot_stop_does_not_stop_on_stea
     assert asyncio.run(go(None, 0.3))[0] == {}      # not a busy slot: its rule has no steady stop
 
 
-def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        return f.read().rsplit(b")", 1)[1].split()[0].decode()
+def _states(pids) -> dict:
+    return {pid: deadlines._stat(str(pid)).state for pid in pids}
+
+
+@asynccontextmanager
+async def _step_under_way(slots: DeviceSlots, pids: dict):
+    """A run process's warm-up step under way on device 0 (its processes `pids`) while the block runs."""
+    step = asyncio.Event()
+
+    async def warmer():
+        async with slots.warm_window(0, pids):
+            await step.wait()
+    task = asyncio.create_task(warmer())
+    await asyncio.sleep(0.01)
+    try:
+        yield
+    finally:
+        step.set()
+        await task
 
 
 def test_a_run_process_at_a_warm_up_step_is_stopped_for_the_timing_and_resumed_after_it():
@@ -115,21 +132,13 @@ def test_a_run_process_at_a_warm_up_step_is_stopped_for_the_timing_and_resumed_a
             cfg = JudgeConfig(device="cuda", stop_warmers=stop)
             slots = DeviceSlots((0,))
             judge = SimpleNamespace(cfg=cfg, slots=slots)
-            step = asyncio.Event()
-
-            async def warmer():
-                async with slots.warm_window(0, tree):
-                    await step.wait()
-            task = asyncio.create_task(warmer())
-            await asyncio.sleep(0.01)
-            async with slots.timing_window(0, 0.0):
-                change = await Judge._before_timing(judge, 0, {"warmup_s": 0.2, "warmup_steady_rel": 0.005})
+            async with _step_under_way(slots, tree):
+                async with slots.timing_window(0, 0.0):
+                    change = await Judge._before_timing(judge, 0, {"warmup_s": 0.2, "warmup_steady_rel": 0.005})
+                    await asyncio.sleep(0.1)
+                    inside = _states(tree)
                 await asyncio.sleep(0.1)
-                inside = {pid: _state(pid) for pid in tree}
-            await asyncio.sleep(0.1)
-            after = {pid: _state(pid) for pid in tree}
-            step.set()
-            await task
+                after = _states(tree)
             return change, inside, after, slots.warmers_stopped
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -168,23 +177,15 @@ def test_a_sandboxed_run_process_is_stopped_and_continued_through_its_sandbox(mo
         slots = DeviceSlots((0,))
 
         async def go():
-            step = asyncio.Event()
-
-            async def warmer():
-                async with slots.warm_window(0, tree):
-                    await step.wait()
-            task = asyncio.create_task(warmer())
-            await asyncio.sleep(0.01)
-            async with slots.timing_window(0, 0.0):
-                assert slots.stop_warmers(0)
-                await asyncio.sleep(0.1)
-                states, before = {pid: _state(pid) for pid in tree}, count()
+            async with _step_under_way(slots, tree):
+                async with slots.timing_window(0, 0.0):
+                    assert slots.stop_warmers(0)
+                    await asyncio.sleep(0.1)
+                    states, before = _states(tree), count()
+                    await asyncio.sleep(0.3)
+                    frozen = count() == before
                 await asyncio.sleep(0.3)
-                frozen = count() == before
-            await asyncio.sleep(0.3)
-            moved = count() > before
-            step.set()
-            await task
+                moved = count() > before
             return states, frozen, moved
         states, frozen, moved = asyncio.run(go())
     finally:
