@@ -28,6 +28,7 @@ import asyncio
 import os
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,7 +192,8 @@ class Deadline:
         self.clock = CompileClock(proc, untrusted_roots)
         self.t0 = time.monotonic()
         self.ceiling_s = ceiling_s  # of the whole, outside compilers (None: the steps' budgets only)
-        self.paused_s = 0.0         # the judge's own work while the process waited (not its time)
+        self.judge_s = 0.0          # the judge's own work the process may have waited on (not its time)
+        self._judging, self._judging_t0 = 0, 0.0  # such work under way, since when
         self.step: Step | None = None
         self.expired: str | None = None  # "step", "wall" or "ceiling"
 
@@ -208,12 +210,28 @@ class Deadline:
         self.clock.compile_s += seconds
         self.clock.restart()
 
+    @contextmanager
+    def judges_work(self):
+        """While the judge works for the process (it checks its outputs, waits for the device to be
+        quiet), the process's steps do not run down: it may be waiting for that work. The wall
+        limit still counts it."""
+        if not self._judging:
+            self._judging_t0 = time.monotonic()
+        self._judging += 1
+        try:
+            yield
+        finally:
+            self._judging -= 1
+            if not self._judging:
+                self.judge_s += time.monotonic() - self._judging_t0
+
     def wall_left(self) -> float:
         """Seconds before the current step's wall limit."""
         return self.step.wall_s - (time.monotonic() - self.step.t0)
 
     def _not_its(self) -> float:
-        return self.clock.compile_s + self.clock.starved_s
+        judging = time.monotonic() - self._judging_t0 if self._judging else 0.0
+        return self.clock.compile_s + self.clock.starved_s + self.judge_s + judging
 
     def spent(self) -> float:
         """The current step's seconds outside compilers (and outside waits for a CPU)."""
@@ -227,7 +245,7 @@ class Deadline:
         if wall < left:
             left, why = wall, "wall"
         if self.ceiling_s is not None:
-            whole = self.ceiling_s - ((time.monotonic() - self.t0) - self.paused_s - self._not_its())
+            whole = self.ceiling_s - ((time.monotonic() - self.t0) - self._not_its())
             if whole < left:
                 left, why = whole, "ceiling"
         return left, why
