@@ -34,10 +34,8 @@ Definitions (one harness, its load phase unless said otherwise):
 - timings retimed: correct load evaluations whose first measurement's calls spread more than the
   judge's timing_retime_spread ((p90 - p10) / median), so it measured again; in brackets the median
   spread of first measurements.
-- check of the trials: the reference worker checks each trial's outputs while the next trial runs, all
-  before the timing (wrong outputs are never timed): the judge's seconds for those requests;
-  "check after them": what of it was left after the last trial's outputs (the slot waits for it;
-  older judges checked every trial after the last one: their whole check).
+- check of the trials: the reference worker checks the trials' outputs between the trials and the
+  timing (the candidate waits; wrong outputs are never timed): the judge's seconds for that request.
 - mean waiting for build slot / device: the judge's waiting_build / waiting_device from /stats every
   2 s of the load (env only).
 - run process CPU s per evaluation: the run processes' share of all CPUs (cpu_monitor.py) over the
@@ -160,12 +158,9 @@ def summarize(res: dict, gpu_mon=None, gpus=None, cpu_mon=None) -> dict:
                               ("compare", ("inputs_s", "forward_s", "compare_s", "give_back_s"))):
                 out["slot_p50_s"].update({f"{req}_{k}": pct([((r.get("ref_phases") or {}).get(req) or {}).get(k)
                                                              for r in ev if r.get("correct")], 50) for k in keys})
-            # the reference worker's check of the trials (its seconds, beside the trials), and what of it
-            # the slot waited for after the last trial's outputs (a judge that checked all trials after
-            # them waited for the whole check)
-            checks = [((r.get("ref_phases") or {}).get("check") or {}).get("s") for r in ev if r.get("correct")]
-            out["slot_p50_s"]["check_s"] = pct(checks, 50)
-            out["slot_p50_s"]["checked_s"] = pct([t.get("checked_s", c) for t, c in zip(tm, checks)], 50)
+            # the reference worker's check of the trials, between them and the timing
+            out["slot_p50_s"]["check_s"] = pct([((r.get("ref_phases") or {}).get("check") or {}).get("s")
+                                                for r in ev if r.get("correct")], 50)
         # where a run process's CPU goes, by stage (its own claim: getrusage at each stage) and by thread
         cpu_st = [p["cpu_s"] for p in ph if isinstance(p.get("cpu_s"), dict) and "done" in p["cpu_s"]]
         if cpu_st:
@@ -266,9 +261,9 @@ def rows(s: dict) -> list[tuple[str, str]]:
                                                           for k in ("prepare_s", "run_s", "reference_s"))),
         ("  run: import / trials / check of the trials / timing s p50",
          " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("import_s", "trials_s", "check_s", "timing_s"))),
-        ("  judge's clock: go-outputs / check after them / time-timed / timed-done / end of process / compare / slot s p50",
+        ("  judge's clock: go-outputs / check / time-timed / timed-done / end of process / compare / slot s p50",
          " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in
-                    ("outputs_s", "checked_s", "timed_s", "done_s", "close_s", "reference_s", "slot_s"))),
+                    ("outputs_s", "check_s", "timed_s", "done_s", "close_s", "reference_s", "slot_s"))),
         ("  timing's warm-up / kernel share s p50",
          " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("warmup_s", "profile_s"))),
         ("  hold before each timed call us p50", _f(s.get("hold_us_p50"), 0)),

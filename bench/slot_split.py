@@ -13,7 +13,7 @@ the slots follow each other as fast as the judge lets them: evaluations per minu
 after the other on the same box; a variant with no key=value is today's defaults of this checkout.
 
 Per variant it prints, p50 over the evaluations: the judge's clock (judge/service.py timings: prepare,
-"go" to the trials' outputs, the check left after them, "time" to the times, the times to "done",
+"go" to the trials' outputs, the reference worker's check, "time" to the times, the times to "done",
 the candidate's end, the rechecks' compare, the whole slot), the run process's own phases (import,
 slots, construct, trials, the timing's warm-up, the timing, the kernel share) and the reference
 worker's (check and compare split into inputs / forward / compare / freeing memory), and the
@@ -39,7 +39,7 @@ from kernel_env.tasks import TaskSet  # noqa: E402
 
 DEFAULT_SUB = {"cpu": "level1/1_Small_ReLU=tests/submissions/relu_ok.py",
                "cuda": "level1/19_ReLU=examples/submissions/19_ReLU_cuda.py"}
-JUDGE_KEYS = ("prepare_s", "outputs_s", "checked_s", "timed_s", "done_s", "close_s", "reference_s", "slot_s")
+JUDGE_KEYS = ("prepare_s", "outputs_s", "timed_s", "done_s", "close_s", "reference_s", "slot_s")
 RUN_KEYS = ("import_s", "slots_s", "construct_s", "trials_s", "gate_s", "warmup_s", "warmup_calls", "timing_s",
             "profile_s")
 
@@ -123,7 +123,7 @@ def table(results: list[dict]) -> str:
             ("busy / quiet warm-ups", lambda r: f"{r['busy_warmup']} / {r['quiet']}"),
             ("t_new ms p50; speedup max/min", lambda r: f"{_f(r['t_new_ms_p50'])}; {_f(r['speedup_max_over_min'], 4)}")]
     rows += [(f"judge {k} p50", lambda r, k=k: _f(r["judge_p50_s"][k])) for k in JUDGE_KEYS[:3]]
-    rows += [("judge check_s p50 (reference worker, beside the trials)", lambda r: _f(r["check_p50_s"]))]
+    rows += [("judge check_s p50 (reference worker)", lambda r: _f(r["check_p50_s"]))]
     rows += [(f"judge {k} p50", lambda r, k=k: _f(r["judge_p50_s"][k])) for k in JUDGE_KEYS[3:]]
     rows += [(f"run {k} p50", lambda r, k=k: _f(r["run_p50_s"][k])) for k in RUN_KEYS]
     rows += [(f"ref check {k} p50", lambda r, k=k: _f(r["ref_check_p50_s"][k])) for k in ("inputs_s", "forward_s", "compare_s", "free_s")]

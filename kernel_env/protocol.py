@@ -16,11 +16,10 @@ Candidate processes (kernel_env/candidate/runner.py), in the order of an evaluat
                                                                  until WARMED (each step's GPU work
                                                                  waits for the judge's word)
                     <- the plan (seeds, task, timing rule)    -> READY
-                    <- {"cmd": GO, "slots", "dists",          -> STEP "construct", then per trial (i = 0,
-                        "trial_rows", "timing_sets",             1, ...) STEP "trial" and OUTPUTS (its
+                    <- {"cmd": GO, "slots", "dists",          -> STEP "construct", STEP "trial" (i = 0,
+                        "trial_rows", "timing_sets",             1, ...), OUTPUTS (a batch of trials'
                         "token", "timing"}                       outputs, "more": true while trials remain)
-                    <- {"cmd": NEXT}, once per trial checked  (a trial slot is used again only after
-                       and passed, but the last                  the NEXT of its last trial)
+                    <- {"cmd": NEXT}                          -> the next batch: STEP "trial"..., OUTPUTS
                     <- {"cmd": TIME, "timing"}                -> TIMED, STEP "profile", DONE | ERROR
 
 STEP ({"event": STEP, "step": ..., "i": ...}) says the runner starts that step: the judge gives each
@@ -30,7 +29,7 @@ NO_MODEL_NEW, REJECTED, RUNTIME_ERROR). The judge's own reading of a process add
 TIMEOUT (no line in time) and GARBAGE (a line that is not a JSON object).
 
 The reference worker (kernel_env/judge/reference_worker.py) takes {"mode": ...} requests: WARM_UP,
-PROFILE, PREPARE (hand out output slots), CHECK (a trial, while the next runs), COMPARE (the
+PROFILE, PREPARE (hand out output slots), CHECK (the trials, before the timing), COMPARE (the
 rechecks of timed calls), RELEASE (let go of the slots); it answers {"ok": true, ...} or
 {"ok": false, "error": ...}.
 """
@@ -41,7 +40,7 @@ COMPILE = "compile"    # to a compile process; also the build process's request 
 COMPILED = "compiled"  # the judge's answer to that request; also the compile process's event
 WARM = "warm"
 GO = "go"
-NEXT = "next"  # the next trial to be checked passed: its slot may be used again
+NEXT = "next"  # the trials checked so far passed: the next batch of trials, in the same slots
 TIME = "time"
 
 # events from a candidate process ("event")

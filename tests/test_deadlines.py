@@ -121,137 +121,83 @@ time.sleep(60)
     assert run.failure.kind == "timing_invalid" and "out of order" in run.failure.feedback
 
 
-# A runner's trials as a script: each item is (trials started, "more", wait for the judge's "next"
-# after reporting them); after the last, it reads the judge's words until "time", and reports one
-# timed call and the end.
-_TRIALS = """
-say({"event": "step", "step": "construct", "token": tok})
+@pytest.mark.parametrize("rows,batches,checked,kind", [
+    # two slots for five trials: two full batches, then the last trial, "next" in between
+    (2, [(2, True), (2, True), (1, False)], [(2, 0), (2, 2), (1, 4)], "crash"),
+    (None, [(2, True)], [], "timing_invalid"),            # "more" with room left in the slots
+    (2, [(2, True), (1, True)], [(2, 0)], "timing_invalid"),  # a batch that does not fill the slots
+    (2, [(2, False)], [], "timing_invalid"),              # "the last batch" with trials to come
+    (None, [(5, False), (1, False)], [(5, 0)], "timing_invalid"),  # outputs once more after the last
+    (None, [(0, False)], [], "timing_invalid"),           # outputs before any trial
+])
+def test_trial_outputs_come_in_whole_batches_or_the_run_is_discarded(tmp_path, rows, batches, checked, kind):
+    """The runner reports each batch of trials that fills the trial slots, waiting for "next" after
+    it, then the last batch: any other batch is a forgery. (A run that got through its batches ends
+    here when the script exits: a crash, after every batch was checked.)"""
+    cfg = _cfg(tmp_path)
+    script = _PRELUDE + f"""
+say({{"event": "step", "step": "construct", "token": tok}})
 i = 0
-for n, more, wait in BATCHES:
+for n, more in {batches!r}:
     for _ in range(n):
         if i < 5:
-            say({"event": "step", "step": "trial", "i": i, "token": tok})
+            say({{"event": "step", "step": "trial", "i": i, "token": tok}})
         i += 1
-        time.sleep(PAUSE)  # the trial's own work
-    say({"event": "outputs", "trials": [[]] * n, "more": more, "token": tok})
-    if wait:
-        assert json.loads(sys.stdin.readline())["cmd"] == "next"
-cmd = "next"
-while cmd == "next":
-    cmd = json.loads(sys.stdin.readline() or '{"cmd": "eof"}')["cmd"]
-if cmd == "time":
-    say({"event": "timed", "times_ms": [1.0], "calls": 1, "token": tok})
-    say({"event": "done", "rechecks": [], "token": tok})
+    say({{"event": "outputs", "trials": [[]] * n, "more": more, "token": tok}})
+    sys.stdin.readline()
 """
+    seen = []
+
+    async def check(trials, first):
+        seen.append((len(trials), first))
+        return {"rows": first + len(trials), "passed": len(trials), "mismatch": None}
+
+    async def go():
+        cand = await _start(tmp_path, script)
+        run = await drive(cand, [], cfg, check=check, t_ref_ms=1.0, untrusted_roots=_roots(tmp_path),
+                          trial_rows=rows)
+        await deadlines.end_process(cand, cfg.kill_wait_s)
+        return run
+
+    run = _run(go())
+    assert run.failure.kind == kind, run.failure
+    assert kind != "timing_invalid" or "out of order" in run.failure.feedback
+    assert seen == checked
 
 
-def _trials_script(batches, pause=0.0) -> str:
-    return _PRELUDE + f"BATCHES = {batches!r}\nPAUSE = {pause!r}\n" + _TRIALS
+def test_a_runner_waiting_for_a_slow_check_is_not_timed_out(tmp_path):
+    """One slot for five trials: the runner waits for each trial's check, which outlasts a later
+    trial's whole deadline (1 s floor + 16 x 1 ms here; the worker retries out of memory for up to
+    ~10 s). The judge's work is not the candidate's time: the run goes on to its timing."""
+    cfg = _cfg(tmp_path)
+    assert deadlines.trial_s(cfg, 1.0, 1) < 1.5
+    script = _PRELUDE + """
+say({"event": "step", "step": "construct", "token": tok})
+for i in range(5):
+    say({"event": "step", "step": "trial", "i": i, "token": tok})
+    say({"event": "outputs", "trials": [[]], "more": i < 4, "token": tok})
+    sys.stdin.readline()
+say({"event": "timed", "times_ms": [1.0], "calls": 1, "token": tok})
+say({"event": "done", "rechecks": [], "token": tok})
+"""
+    seen = []
 
-
-def _drive_trials(tmp_path, script, check, rows=None, **kw):
-    cfg = _cfg(tmp_path, **kw)
+    async def check(trials, first):
+        await asyncio.sleep(1.5)
+        seen.append(first)
+        return {"rows": first + 1, "passed": 1, "mismatch": None}
 
     async def go():
         cand = await _start(tmp_path, script)
         try:
             return await drive(cand, [], cfg, check=check, t_ref_ms=1.0, untrusted_roots=_roots(tmp_path),
-                               trial_rows=rows)
+                               trial_rows=1)
         finally:
-            cand.kill()
             await deadlines.end_process(cand, cfg.kill_wait_s)
 
-    return _run(go())
-
-
-def _recording_check(seen, delay_s=0.0, wrong=None):
-    async def check(trials, first):
-        await asyncio.sleep(delay_s)
-        seen.append((len(trials), first))
-        if first == wrong:
-            return {"rows": first + 1, "passed": 0, "mismatch": {"what": "values", "trial": first}}
-        return {"rows": first + len(trials), "passed": len(trials), "mismatch": None}
-    return check
-
-
-ONE_BY_ONE = [(1, True, False)] * 4 + [(1, False, False)]
-
-
-@pytest.mark.parametrize("rows", [None, 1, 2])
-def test_each_trial_is_checked_as_it_comes_and_the_next_comes_without_waiting(tmp_path, rows):
-    """Each trial's outputs are checked on their own, in order, and "next" follows each check: a runner
-    that waits for it after every trial is not left waiting for the trials after it (all slots its
-    own), nor for more than its trial's check (slots used again). Then "time"."""
-    seen = []
-    waits = [(1, True, True)] * 4 + [(1, False, False)]
-    run = _drive_trials(tmp_path, _trials_script(waits), _recording_check(seen), rows=rows)
-    assert seen == [(1, i) for i in range(5)]
-    assert run.failure is None and run.times_ms == [1.0]
-    assert run.check["batches"] == 5 and run.check["passed"] == 5
-    assert run.clock["outputs"] > 0 and run.clock["checked"] >= 0
-
-
-def test_the_checks_go_on_while_the_next_trials_run(tmp_path):
-    """A check slower than a trial: the trials do not wait for it (every trial has a slot of its own),
-    and the timing waits for the last check."""
-    seen, delay, pause = [], 0.3, 0.05
-    t0 = time.monotonic()
-    run = _drive_trials(tmp_path, _trials_script(ONE_BY_ONE, pause), _recording_check(seen, delay))
-    took = time.monotonic() - t0
-    assert seen == [(1, i) for i in range(5)] and run.failure is None
-    # the checks ran one after another, beside the trials: after the last outputs only what was left
-    # of them (the first check began after trial 1's outputs, the last one ends ~5 checks later)
-    assert run.clock["checked"] >= delay * 0.9
-    assert run.clock["checked"] <= 5 * delay - 4 * pause + 0.2
-    assert took >= 5 * delay
-
-
-@pytest.mark.parametrize("batches,rows,checked", [
-    # trial 3 in a slot whose trial 1 is still being checked (that check ends; trial 2's never starts)
-    ([(1, True, False), (1, True, False), (1, True, False)], 2, [(1, 0)]),
-    ([(1, True, False)] * 5, None, [(1, 0), (1, 1), (1, 2), (1, 3)]),  # "more" after the last trial
-    ([(1, False, False), (1, False, False)], None, [(1, 0)]),  # "the last" with trials to come
-    (ONE_BY_ONE + [(1, False, False)], None, [(1, i) for i in range(5)]),  # outputs after the last
-    ([(0, True, False)], None, []),                     # outputs before any trial
-])
-def test_trial_outputs_out_of_order_discard_the_run(tmp_path, batches, rows, checked):
-    """Outputs for trials not started, "more" that does not say whether trials remain, or a trial
-    begun in a slot whose last trial is not checked yet: a forgery or a broken runner."""
-    seen = []
-    run = _drive_trials(tmp_path, _trials_script(batches), _recording_check(seen, 0.5 if rows else 0.0), rows=rows)
-    assert run.failure is not None and run.failure.kind == "timing_invalid", run.failure
-    assert "out of order" in run.failure.feedback
-    assert seen == checked[:len(seen)]  # those checked before the run ended
-
-
-def test_a_wrong_trial_ends_the_run_while_the_next_one_runs(tmp_path):
-    seen = []
-    t0 = time.monotonic()
-    run = _drive_trials(tmp_path, _trials_script(ONE_BY_ONE, pause=1.0), _recording_check(seen, wrong=1),
-                        run_step_floor_s=10.0)
-    assert run.failure is None and run.mismatch == {"what": "values", "trial": 1} and run.passed == 1
-    assert run.times_ms is None
-    assert seen == [(1, 0), (1, 1)]
-    assert time.monotonic() - t0 < 4.5  # killed during trial 3 (~2 s in), not after the trials (5 s)
-
-
-def test_a_failing_check_is_the_judges_error_and_ends_the_candidate(tmp_path):
-    async def check(trials, first):
-        raise RuntimeError("the reference worker died")
-
-    with pytest.raises(RuntimeError, match="worker died"):
-        _drive_trials(tmp_path, _trials_script(ONE_BY_ONE, pause=0.2), check)
-
-
-def test_a_runner_waiting_for_a_slow_check_is_not_timed_out(tmp_path):
-    """One slot for five trials: the runner waits for each check, which outlasts a trial's deadline
-    (1 s floor + 16 x 1 ms here). The judge's work is not the candidate's time."""
-    seen = []
-    waits = [(1, True, True)] * 4 + [(1, False, False)]
-    assert deadlines.trial_s(_cfg(tmp_path), 1.0, 1) < 1.5
-    run = _drive_trials(tmp_path, _trials_script(waits), _recording_check(seen, 1.5), rows=1)
+    run = _run(go())
     assert run.failure is None, run.failure
-    assert len(seen) == 5
+    assert seen == [0, 1, 2, 3, 4] and run.times_ms == [1.0]
 
 
 def test_a_loop_at_import_ends_at_the_import_deadline(tmp_path):

@@ -262,12 +262,11 @@ def test_the_judge_clocks_the_whole_slot(cache_dir):
     v = Judge(cfg).evaluate_sync("level1/1_Small_ReLU", submission("relu_ok.py"))
     assert v.correct, v.feedback
     tm = v.timings
-    parts = ("prepare_s", "outputs_s", "checked_s", "timed_s", "done_s", "close_s", "reference_s")
+    parts = ("prepare_s", "outputs_s", "timed_s", "done_s", "close_s", "reference_s")
     assert all(tm[k] >= 0 for k in parts), tm
+    check = v.details["ref_phases"]["check"]["s"]
     # the parts follow each other inside the slot, and the slot is inside the evaluation
-    assert sum(tm[k] for k in parts) <= tm["slot_s"] + 0.01
-    # the checks of the trials ran beside them: the slot waited for at most what was left of them
-    assert tm["checked_s"] <= v.details["ref_phases"]["check"]["s"] + 0.01
+    assert sum(tm[k] for k in parts) + check <= tm["slot_s"] + 0.01
     assert tm["slot_s"] <= time.monotonic() - t0
     # the run process's timing: its warm-up is part of it
     ph = v.details["run_phases"]

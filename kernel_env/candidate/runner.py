@@ -31,11 +31,11 @@ elsewhere and cross-checks the timings.
           and each trial's input distribution, the reference worker's choice. Construct ModelNew, run
           it on the inputs of every trial seed under the watch (watch.py: outputs made by the
           submission's kernels, and no PyTorch compute under the strict policy), copy the outputs into
-          the slots -> {"event": "outputs", "more": ...} after each trial (the judge has it checked
-          while the next one runs; {"cmd": "next"} once it passed: a slot is used again only after
-          that); on {"cmd": "time"} (every trial checked: wrong outputs are never timed) time it,
-          every call on fresh inputs (harness.perturb_inputs of the first trials' inputs, made
-          again), a few random calls watched too -> {"event": "timed", ...}; the slots of each timing set hold the output
+          the slots -> {"event": "outputs", "more": ...} once the slots are full (on {"cmd": "next"}
+          the next trials use them again) or the trials are done; on {"cmd": "time"} (the judge has
+          checked them: wrong outputs are never timed) time it, every call on fresh inputs
+          (harness.perturb_inputs of the first trials' inputs, made again), a few random
+          calls watched too -> {"event": "timed", ...}; the slots of each timing set hold the output
           of one random timed call, named by its salt, for a recheck; a few more calls, measured, for
           the share of its time in the submission's own kernels (share.py) -> {"event": "done"} with
           that share and the seconds each phase took.
@@ -404,25 +404,7 @@ def main() -> int:
         headers = []
         steps = phases["trial_steps_s"] = []  # per trial: inputs, forward (watched), copy into the slots
         phases["gate_s"] = 0.0
-        checked = 0  # trials the judge has had checked (a "next" each): their slots may be used again
-
-        def gate(cmd: str) -> dict | None:
-            """The judge's next word, if it is `cmd`; the wait is the judge's check, not ours."""
-            t = time.monotonic()
-            try:
-                msg = json.loads(_SAVED_READLINE() or "{}")
-            except ValueError:
-                msg = None
-            phases["gate_s"] += time.monotonic() - t
-            return msg if isinstance(msg, dict) and msg.get("cmd") == cmd else None
-
         for i, seed in enumerate(seeds):
-            # the slot of trial i - rows is used again only once that trial was checked
-            while i >= rows and checked < i - rows + 1:
-                if gate(P.NEXT) is None:
-                    release_slots()
-                    return 0
-                checked += 1
             emit({"event": P.STEP, "step": P.TRIAL, "i": i})
             ts = [time.monotonic()]
             args = harness.make_inputs(task, seed, device, dists[i])
@@ -438,22 +420,26 @@ def main() -> int:
             ts.append(time.monotonic())
             steps.append([round(b - a, 3) for a, b in zip(ts, ts[1:])])
             del out, args  # before the next trial's inputs: GBs on the largest tasks
-            # each trial's outputs in its slot: the judge has the reference worker check them while
-            # the next trial runs (wrong outputs are never timed)
-            emit({"event": P.OUTPUTS, "trials": headers[-1:], "more": i + 1 < len(seeds)})
-        cpu["outputs"] = _cpu_s()
-        # every trial checked ("next" for each but the last), then the timing, on the judge's word
-        while checked < len(seeds) - 1:
-            if gate(P.NEXT) is None:
+            if (i + 1) % rows and i + 1 < n_trials:
+                continue
+            # a batch of trials in its slots: the judge has the reference worker check it (wrong outputs
+            # are never timed); then either the next batch in the same slots, or the timing
+            more = i + 1 < n_trials
+            if more:
+                harness.free_cached(device)  # room for the worker's check of the batch
+            cpu["outputs"] = _cpu_s()
+            t3 = time.monotonic()  # before the message: the judge's check (and its clock) starts only once it is read
+            emit({"event": P.OUTPUTS, "trials": headers[-((i % rows) + 1):], "more": more})
+            try:
+                gate = json.loads(_SAVED_READLINE() or "{}")
+            except ValueError:
+                gate = None
+            phases["gate_s"] += time.monotonic() - t3  # the outputs message and the judge's check
+            if not isinstance(gate, dict) or gate.get("cmd") != (P.NEXT if more else P.TIME):
                 release_slots()
                 return 0
-            checked += 1
-        time_cmd = gate(P.TIME)
-        if time_cmd is None:
-            release_slots()
-            return 0
-        if isinstance(time_cmd.get("timing"), dict):  # the judge's last word on the rule
-            go["timing"] = {**(go.get("timing") or {}), **time_cmd["timing"]}
+            if not more and isinstance(gate.get("timing"), dict):  # the judge's last word on the rule
+                go["timing"] = {**(go.get("timing") or {}), **gate["timing"]}
         t4 = time.monotonic()
         phases["trials_s"] = t4 - t2 - phases["gate_s"]
         phases["timing_t0_us"] = int(t4 * 1e6)  # CLOCK_MONOTONIC: the judge's clock too

@@ -192,7 +192,7 @@ class Deadline:
         self.clock = CompileClock(proc, untrusted_roots)
         self.t0 = time.monotonic()
         self.ceiling_s = ceiling_s  # of the whole, outside compilers (None: the steps' budgets only)
-        self.judge_s = 0.0          # the judge's own work the process may have waited on (not its time)
+        self.judge_s = 0.0          # the judge's own work the process waited for (not its time)
         self._judging, self._judging_t0 = 0, 0.0  # such work under way, since when
         self.step: Step | None = None
         self.expired: str | None = None  # "step", "wall" or "ceiling"
@@ -212,9 +212,9 @@ class Deadline:
 
     @contextmanager
     def judges_work(self):
-        """While the judge works for the process (it checks its outputs, waits for the device to be
-        quiet), the process's steps do not run down: it may be waiting for that work. The wall
-        limit still counts it."""
+        """While the judge works and the process waits for it (the reference worker checks a batch of
+        trials, the device is made quiet for the timing), neither the process's step nor the run's
+        ceiling runs down. The wall limit still counts it."""
         if not self._judging:
             self._judging_t0 = time.monotonic()
         self._judging += 1

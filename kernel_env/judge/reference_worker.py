@@ -400,8 +400,7 @@ MEMORY_MARGIN = 1 << 30
 
 def check_trials(req: dict, task_mod, device: torch.device, held: dict, phases: dict) -> dict:
     """A batch of trials' slots against the reference (`trials`: their output headers, the first of them
-    trial `first`; the judge sends each trial as it comes, while the candidate runs the next ones),
-    before the candidate is timed (wrong outputs are never timed).
+    trial `first`), before the candidate is timed (it waits, alive: wrong outputs are never timed).
     Rows in order on the evaluation's one model; when every trial has a slot of its own, those it cannot
     check now (out of device memory beside the waiting candidate, the problem file changed) are left to
     compare, after the candidate has exited, as without this check. When the slots are used again
@@ -435,11 +434,7 @@ def check_trials(req: dict, task_mod, device: torch.device, held: dict, phases: 
             raise
         deferred = True
     finally:
-        # what the checks allocated goes back to the device for the candidate once the last trial is
-        # checked (the timing comes) or memory ran short; until then the next trial's check reuses it
-        # (the slot plan counts one check beside the candidate's trial): giving GBs back and taking
-        # them again for every trial doubled the check's time on a 6.4 GB task
-        if device.type == "cuda" and (first + len(trials) >= len(seeds) or deferred):
+        if device.type == "cuda":  # what the checks allocated goes back to the device for the candidate
             torch.cuda.empty_cache()
         clock("free_s")
     return {"rows": len(checked), "passed": passed, "mismatch": None, "deferred": deferred}

@@ -1,14 +1,12 @@
 """TRUSTED: the run stage, as the judge drives it: one run process, inside the device slot.
 
-"go" (with the output slots and a token) -> each trial's outputs, which the reference worker checks
-while the next trial runs, all before anything is timed (wrong outputs are never timed) -> "time" ->
-the times and the rechecks.
+"go" (with the output slots and a token) -> the trials' outputs, which the reference worker checks
+before anything is timed (wrong outputs are never timed) -> "time" -> the times and the rechecks.
 Everything the process says is a claim: lines without the token are forgeries, times are checked
 against the judge's own clock. The result is a RunOutcome; the verdict is made from it elsewhere.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import secrets
@@ -122,11 +120,10 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
     for the trials (all of them when None), then one per timing set (`timing_sets`: the plan's when
     None); `dists`: each trial's input distribution. `timing`: changes to the plan's timing rule,
     decided when the slot is this evaluation's. `check(trials, first)`: the reference worker's check
-    of a batch of trials' outputs (the first of them trial `first`; the runner reports each trial on
-    its own), made while the candidate runs its next trials, one check at a time, in order; when they
-    are wrong the run ends there (mismatch and passed set, no times). The timing waits for every
-    check. With fewer trial slots than trials the candidate waits for a trial's check before it uses
-    its slot again, so then `check` is required.
+    of a batch of trials' outputs (the first of them trial `first`) before the candidate goes on; when
+    they are wrong the run ends there (mismatch and passed set, no times). With fewer trial slots than
+    trials the candidate waits for each batch's check before it uses the slots again, so then `check`
+    is required.
     `t_ref_ms`: the reference's time per call, which sets each step's deadline (deadlines.py);
     `untrusted_roots`: folders the candidate can write (no compiler runs from there).
     `before_timing()`: awaited once the trials are checked, before the candidate is told to time (the
@@ -155,74 +152,9 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
         return _fail(ErrorKind.CRASH.value,
                      fb.runtime_failure(f"The process {describe_exit(rc)} before running.", "", cand.output(), limit))
     run = RunOutcome(trials=[])
-    at = {"outputs": None, "time": None}  # when the last trial's outputs were read; when "time" was sent
-    checked = [0]  # trials whose check passed, in order: "next" was sent for each but the last
-    queue: asyncio.Queue = asyncio.Queue()  # batches of trials to check, (headers, first)
-    failed: list = []  # what ended the checks: the judge's own exception
-    stop = [False]  # the run ended: no more checks
-
-    async def start_timing() -> None:
-        run.clock = {"outputs": round(at["outputs"] - t_go, 4),
-                     "checked": round(time.monotonic() - at["outputs"], 4)}  # the last check, after the outputs
-        change = {}
-        if before_timing is not None:
-            t_w = time.monotonic()
-            with dl.judges_work():
-                change = await before_timing()
-            run.clock["before_timing"] = round(time.monotonic() - t_w, 4)
-        # the timing starts on our word: the worker's GPU work is over (it synchronised)
-        dl.start("the timing", deadlines.timing_s(cfg, t_ref_ms, {**(timing or {}), **change}))
-        at["time"] = time.monotonic()
-        await cand.send(json.dumps({"cmd": P.TIME, "timing": change}))  # a process that died says so with EOF
-
-    async def checker() -> None:
-        """The trials' checks, one batch after another, while the candidate runs the next trials;
-        "next" after each that passed, and the timing after the last. A mismatch or the judge's own
-        failure ends the candidate, and the loop below returns on the EOF that follows."""
-        try:
-            while (item := await queue.get()) is not None and not stop[0]:
-                batch, first = item
-                if check is not None:
-                    t_w = time.monotonic()
-                    with dl.judges_work():  # the candidate may be waiting for it (a slot used again)
-                        chk = await check(batch, first)
-                    run.check = _add_check(run.check, chk, time.monotonic() - t_w)
-                    if chk.get("mismatch"):
-                        run.mismatch, run.passed = chk["mismatch"], (run.check or {}).get("passed", 0)
-                        cand.kill()
-                        return
-                checked[0] = first + len(batch)
-                if checked[0] < n_trials:
-                    await cand.send(json.dumps({"cmd": P.NEXT}))
-                else:
-                    await start_timing()
-        except Exception as e:
-            failed.append(e)
-            cand.kill()
-
-    checks = asyncio.ensure_future(checker())
-    try:
-        out = await _read(cand, cfg, dl, run, token, expected, n_trials, rows, t_go, t_ref_ms, at, checked,
-                          queue, failed, limit)
-    except BaseException:
-        checks.cancel()
-        raise
-    stop[0] = True  # checks still queued are for nothing now
-    queue.put_nowait(None)
-    await checks  # no request of ours is left half-way on the reference worker's pipe
-    if failed:
-        raise failed[0]
-    return out
-
-
-async def _read(cand: Proc, cfg: JudgeConfig, dl, run: RunOutcome, token: str, expected: list, n_trials: int,
-                rows: int, t_go: float, t_ref_ms, at: dict, checked: list, queue: asyncio.Queue, failed: list,
-                limit: int) -> RunOutcome:
-    """drive's reading of the run process's messages, in their fixed order, to the run's end."""
+    outputs_done = False  # the last batch of trials came
     while True:
         msg = await dl.next_message()
-        if failed or run.mismatch:  # the checks ended the candidate: its EOF, or a line it wrote first
-            return run
         ev = msg.get("event")
         if ev not in P.READER_EVENTS and msg.get("token") != token:
             cand.kill()
@@ -232,9 +164,7 @@ async def _read(cand: Proc, cfg: JudgeConfig, dl, run: RunOutcome, token: str, e
                          details={"forged_event": str(ev)[:40]})
         if ev == P.STEP:
             got = (msg.get("step"), msg.get("i"))
-            # in order, and a trial slot is used again only once its last trial passed its check
-            if not expected or got != expected[0] or (got[0] == P.TRIAL and got[1] >= rows
-                                                       and checked[0] < got[1] - rows + 1):
+            if not expected or got != expected[0]:
                 cand.kill()
                 return _fail(ErrorKind.TIMING_INVALID.value,
                              "The evaluator's runner reported its steps out of order (a forged or repeated "
@@ -251,18 +181,40 @@ async def _read(cand: Proc, cfg: JudgeConfig, dl, run: RunOutcome, token: str, e
             batch, more = msg.get("trials"), msg.get("more") is True
             first = len(run.trials)
             started = n_trials - sum(1 for step, _ in expected if step == P.TRIAL)
-            # a batch is every trial started since the last one (the runner's: each trial on its own)
-            if at["outputs"] is not None or not isinstance(batch, list) or not batch \
-                    or started != first + len(batch) or more == (not expected):
+            # a batch is every trial started since the last one: a full set of slots, or the last trials
+            if outputs_done or not isinstance(batch, list) or started != first + len(batch) \
+                    or len(batch) != (rows if more else (n_trials - 1) % rows + 1) or more == (not expected):
                 cand.kill()
                 return _fail(ErrorKind.TIMING_INVALID.value,
                              "The evaluator's runner reported outputs out of order; the run is discarded.")
+            t_out = time.monotonic()
             run.trials.extend(batch)
-            if not more:
-                at["outputs"] = time.monotonic()
-            queue.put_nowait((batch, first))  # checked while the candidate goes on: wrong outputs are never timed
+            if check is not None:  # the trials are checked now: wrong outputs are never timed
+                t_w = time.monotonic()
+                with dl.judges_work():  # the candidate waits for it: not its time
+                    chk = await check(batch, first)
+                run.check = _add_check(run.check, chk, time.monotonic() - t_w)
+                if chk.get("mismatch"):
+                    cand.kill()
+                    run.mismatch, run.passed = chk["mismatch"], (run.check or {}).get("passed", 0)
+                    return run
+            if more:  # the same slots for the next batch of trials
+                await cand.send(json.dumps({"cmd": P.NEXT}))
+                continue
+            outputs_done = True
+            run.clock = {"outputs": round(t_out - t_go, 4)}
+            change = {}
+            if before_timing is not None:
+                t_w = time.monotonic()
+                with dl.judges_work():
+                    change = await before_timing()
+                run.clock["before_timing"] = round(time.monotonic() - t_w, 4)
+            # the timing starts on our word: the worker's GPU work is over (it synchronised)
+            dl.start("the timing", deadlines.timing_s(cfg, t_ref_ms, {**(timing or {}), **change}))
+            await cand.send(json.dumps({"cmd": P.TIME, "timing": change}))  # a process that died says so with EOF
+            t_time = time.monotonic()
         elif ev == P.TIMED:
-            if at["time"] is None or run.times_ms is not None:
+            if not outputs_done or run.times_ms is not None:
                 cand.kill()
                 return _fail(ErrorKind.TIMING_INVALID.value,
                              "The evaluator's runner reported times out of order; the run is discarded.")
@@ -272,7 +224,7 @@ async def _read(cand: Proc, cfg: JudgeConfig, dl, run: RunOutcome, token: str, e
             run.timing_wall_s = time.monotonic() - t_go
             t_timed = time.monotonic()
             if run.clock is not None:
-                run.clock["timed"] = round(t_timed - at["time"], 4)
+                run.clock["timed"] = round(t_timed - t_time, 4)
         elif ev == P.DONE:
             run.rechecks = msg.get("rechecks")
             run.phases = _phases(msg.get("phases"))
