@@ -338,7 +338,9 @@ def test_a_candidate_writes_its_own_folders_and_nothing_else(mode, tmp_path):
     """The view both sandboxes give a candidate process: its own folder and the build caches writable;
     torch's bytecode (judge/bytecode_cache.py), here inside a writable folder, read but never written,
     so none can plant a file that the next one loads; the project's code, any other folder, the
-    reference profiles and the sysctls read-only; other evaluations' folders not there at all."""
+    reference profiles and the sysctls read-only; other evaluations' folders not there at all; the
+    folder that covers them and /dev (both file systems of the sandbox's own, in memory) read-only too:
+    writable, they let a candidate fill the machine's memory while it runs."""
     import subprocess
     import sys
     from kernel_env.judge.sandbox import child_env, isolation, wrap
@@ -356,7 +358,8 @@ def test_a_candidate_writes_its_own_folders_and_nothing_else(mode, tmp_path):
     other.mkdir()
     project = Path(kernel_env.__file__).parent
     r = subprocess.run(wrap(mode, [sys.executable, "-c", _WRITE, str(cache), str(scratch), str(work), str(elsewhere),
-                                   str(project), str(other)], work, [scratch], readonly=[cache]),
+                                   str(project), str(other), str(work.parent), "/dev"], work, [scratch],
+                            readonly=[cache]),
                        env=child_env(work, {}), cwd=work, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
@@ -367,6 +370,7 @@ def test_a_candidate_writes_its_own_folders_and_nothing_else(mode, tmp_path):
     assert lines[3:5] == [f"wrote {scratch}", f"wrote {work}"], r.stdout
     assert [ln.split()[0] for ln in lines[5:7]] == ["OSError", "OSError"], r.stdout
     assert lines[7].split()[0] in refused + ("FileNotFoundError",), r.stdout
-    assert lines[8].split()[0] in refused and lines[8].endswith("/proc/sys"), r.stdout
+    assert lines[8:10] == [f"OSError {work.parent}", "OSError /dev"], r.stdout
+    assert lines[10].split()[0] in refused and lines[10].endswith("/proc/sys"), r.stdout
     for d in (cache, elsewhere, project, other):
         assert not (d / "planted.pyc").exists(), d

@@ -199,6 +199,9 @@ def wrap(mode: str, argv: list, workdir: Path, writable: list, hide: list | tupl
             args += ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--unshare-ipc"]
         else:
             args += ["--bind", "/dev/shm", "/dev/shm"]
+        # the tmpfs over the evaluation folders and bwrap's /dev are file systems in memory, writable (up
+        # to half the machine's memory each) and in no quota: read-only once every mount point is made
+        args += ["--remount-ro", str(workdir.parent), "--remount-ro", "/dev"]
         # --cap-drop ALL: bwrap started by root keeps every capability otherwise (remount, undo `hide`)
         return args + ["--cap-drop", "ALL", "--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session",
                        "--chdir", str(workdir), "--", *argv]
