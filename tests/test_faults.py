@@ -75,13 +75,22 @@ void connect_to(int64_t port) {
     close(s);
     if (rc != 0) throw std::runtime_error(std::string("connect failed: ") + strerror(err));
 }
+void fill_folder(int64_t files, int64_t kib) {
+    std::string block(1024, 'x');
+    for (int64_t i = 0; i < files; ++i) {
+        FILE* f = fopen(("fill_" + std::to_string(i)).c_str(), "w");
+        if (!f) throw std::runtime_error(std::string("cannot write: ") + strerror(errno));
+        for (int64_t k = 0; k < kib; ++k) fwrite(block.data(), 1, block.size(), f);
+        fclose(f);
+    }
+}
 bool sees_secret() {
     for (char** e = environ; *e; ++e) if (strstr(*e, "secret")) return true;
     return false;
 }
 """
 FAULT_FUNCS = ["do_exit", "kill_parent", "sleep_forever", "spin", "print_forever", "hog_memory", "fork_bomb",
-               "write_file", "connect_to", "sees_secret"]
+               "write_file", "connect_to", "fill_folder", "sees_secret"]
 BASE = submission("relu_ok.py").replace("\nclass ModelNew(", f"""
 _faults = load_inline(name="kernel_env_test_faults", cpp_sources=[{FAULTS_CPP!r}], functions={FAULT_FUNCS!r},
                       extra_cflags=["-O1"], verbose=False)
@@ -213,6 +222,46 @@ def test_fault_ends_as_a_clear_verdict(judge, name, code, stage, kind, text, pol
     assert len(v.feedback) <= judge.cfg.feedback_max_chars
     assert v.timings.get("run_s", 0) <= judge.cfg.run_timeout_s + 5  # ended by the judge, not left running
     _clean(judge)
+
+
+def test_folder_usage_counts_the_blocks_files_hold_and_stops_past_its_entry_limit(tmp_path):
+    from kernel_env.judge.sandbox import folder_usage
+    (tmp_path / "real").write_bytes(b"x" * (1 << 20))
+    with open(tmp_path / "sparse", "wb") as f:  # 1 GiB long, nothing written: no blocks
+        f.truncate(1 << 30)
+    (tmp_path / "sub").mkdir()
+    for i in range(10):
+        (tmp_path / "sub" / str(i)).write_bytes(b"y" * 4096)
+    used, n = folder_usage(tmp_path, 100)
+    assert n == 13 and (1 << 20) + 10 * 4096 <= used < (1 << 20) + (1 << 20), (used, n)
+    assert folder_usage(tmp_path, 5)[1] == 6  # stopped past 5 entries
+
+
+@slow
+@pytest.mark.parametrize("where,code,quota,stage", [
+    # 16 x 8 MiB in forward, then nothing more: over a 32 MiB limit
+    ("forward", with_forward("_faults.fill_folder(16, 8192)\n_faults.sleep_forever()"),
+     {"folder_quota_bytes": 32 << 20}, "run"),
+    # empty files at import, as many as it can make: over a 2000-file limit
+    ("import", with_module("_faults.fill_folder(1 << 40, 0)"), {"folder_quota_files": 2000}, "build"),
+])
+def test_a_candidate_that_fills_its_folder_is_stopped(judge, where, code, quota, stage):
+    """Each file is capped (RLIMIT_FSIZE), their number is not: a process writing into its own folder
+    (on the server's disk) is ended once it is over the folder's limit, long before its deadline."""
+    saved = {k: getattr(judge.cfg, k) for k in quota}
+    for k, x in quota.items():
+        setattr(judge.cfg, k, x)
+    try:
+        v = judge.evaluate_sync("level1/1_Small_ReLU", code)
+    finally:
+        for k, x in saved.items():
+            setattr(judge.cfg, k, x)
+    # ended by the folder's limit (a crash, saying so), not by a deadline (a timeout)
+    assert (v.stage, v.error_kind) == (stage, "crash"), (where, v.feedback)
+    assert "wrote more into its folder than a submission may" in v.feedback, v.feedback
+    assert v.details.get("limit") == "folder_quota"
+    _clean(judge)
+    _still_judges_correctly(judge)
 
 
 @slow

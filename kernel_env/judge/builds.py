@@ -111,6 +111,7 @@ class Builds:
                 # (earlier builds of it in KERNEL_ENV_BUILT_DIR are loaded, not built again)
                 builder = await self.pools.take(BUILD)
                 (builder.workdir / "submission.py").write_text(source)
+                builder.watch_folder(builder.workdir, self.cfg.folder_quota_bytes, self.cfg.folder_quota_files)
                 if not await builder.send(json.dumps({"cmd": P.BUILD, "env": build_env})):
                     raise JudgeInternalError("the build process ended before it got the submission: "
                                              + builder.output()[-1500:])
@@ -237,8 +238,12 @@ class Builds:
                 cand.kill()
                 rc = await cand.wait(5)
             v.error_kind = ErrorKind.CRASH.value
-            v.feedback = fb.runtime_failure(f"The process {describe_exit(rc)} while importing the submission.", "",
-                                            cand.output(), limit)
+            if cand.over_quota:
+                v.feedback = fb.clip(f"Stopped while importing the submission: {cand.over_quota}.", limit)
+                v.details["limit"] = "folder_quota"
+            else:
+                v.feedback = fb.runtime_failure(f"The process {describe_exit(rc)} while importing the submission.",
+                                                "", cand.output(), limit)
         return v
 
 

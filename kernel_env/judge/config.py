@@ -147,6 +147,11 @@ class JudgeConfig:
     input_dists: tuple[str, ...] = ("uniform", "heavy", "signed", "positive", "large", "small", "edges")
     sandbox: str = "auto"                   # auto | bwrap | unshare | none (see judge/sandbox.py)
     candidate_memory_bytes: int = 16 << 30  # address-space limit of a candidate on the CPU device
+    # what a build or run process may write into its own folder, beyond what the judge put there (its
+    # CPU output slots): the folder is on the server's disk, which other evaluations need too. Read
+    # every sandbox.FOLDER_CHECK_S (0.5 s), so a process may overshoot by what it writes in that time
+    folder_quota_bytes: int = 4 << 30
+    folder_quota_files: int = 100_000
     # address space each compiler of a load_inline call may have beyond what the compile process took
     # to import torch (on every device): the sources are the candidate's, and an #include of /dev/zero
     # makes the compiler read until the machine's memory runs out
@@ -183,7 +188,8 @@ class JudgeConfig:
             raise ValueError("correctness_trials must be >= 1")
         if self.trial_rows < 0:
             raise ValueError("trial_rows must be >= 0 (0: as many as fit in device memory)")
-        for name in ("import_timeout_s", "run_step_floor_s", "run_construct_s", "kill_wait_s", "compile_memory_bytes"):
+        for name in ("import_timeout_s", "run_step_floor_s", "run_construct_s", "kill_wait_s", "compile_memory_bytes",
+                     "folder_quota_bytes", "folder_quota_files"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
         for name in ("run_ref_factor", "run_first_call_s", "run_call_overhead_s"):

@@ -261,6 +261,9 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
             if ev == P.GARBAGE:
                 cand.kill()
             rc = await cand.wait(10)
+            if cand.over_quota:  # the judge ended it (Proc.watch_folder)
+                return _fail(ErrorKind.CRASH.value, fb.clip(f"Stopped: {cand.over_quota}.", limit),
+                             details={"limit": "folder_quota"})
             return _fail(ErrorKind.CRASH.value,
                          fb.runtime_failure(f"The process {describe_exit(rc)} while running ModelNew "
                                             "(a crash: bad memory access, illegal instruction, exit?). "

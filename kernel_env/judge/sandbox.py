@@ -260,6 +260,34 @@ def isolation(requested: str = "auto") -> str:
     return chosen
 
 
+FOLDER_CHECK_S = 0.5  # how often a watched folder's size is read (judge/config.py: folder_quota_bytes)
+
+
+def folder_usage(folder: Path, max_entries: int) -> tuple[int, int]:
+    """(bytes on disk, entries) under `folder`, links not followed; the walk stops past `max_entries`
+    (a folder of millions of empty files is over any limit, and costly to walk). Bytes are the blocks
+    a file holds: a sparse file counts what it uses."""
+    used, n, stack = 0, 0, [str(folder)]
+    while stack and n <= max_entries:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                n += 1
+                if n > max_entries:
+                    break
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                    else:
+                        used += e.stat(follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    pass
+    return used, n
+
+
 class Proc:
     """One child process: protocol messages as a queue, output kept up to a cap."""
 
@@ -273,6 +301,7 @@ class Proc:
         self._head = bytearray()
         self._tail = bytearray()
         self._dropped = 0
+        self.over_quota: str | None = None  # why watch_folder ended the process
         self._tasks = [asyncio.ensure_future(self._read_output()), asyncio.ensure_future(self._read_protocol())]
 
     @classmethod
@@ -355,6 +384,26 @@ class Proc:
             return await asyncio.wait_for(self.proc.wait(), timeout)
         except asyncio.TimeoutError:
             return None
+
+    def watch_folder(self, folder: Path, max_bytes: int, max_files: int) -> None:
+        """From now on, end the process once it has written more than `max_bytes` or `max_files` into
+        `folder` (beyond what is there now: the judge's files), saying so in `over_quota`. The folder
+        is on the server's disk, which other evaluations' builds need too; each file is capped anyway
+        (RLIMIT_FSIZE), the number of files is not."""
+        base, files = folder_usage(folder, max_files)
+        self._tasks.append(asyncio.ensure_future(self._watch(folder, base + max_bytes, files + max_files,
+                                                             max_bytes, max_files)))
+
+    async def _watch(self, folder: Path, limit: int, limit_files: int, max_bytes: int, max_files: int) -> None:
+        while self.proc.returncode is None:
+            used, n = await asyncio.to_thread(folder_usage, folder, limit_files)
+            if used > limit or n > limit_files:
+                self.over_quota = (f"it wrote more into its folder than a submission may ({max_bytes / 2**30:.3g} GiB, "
+                                   f"{max_files} files): {used / 2**30:.3g} GiB in {n}{'+' if n > limit_files else ''} "
+                                   "files")
+                self.kill()
+                return
+            await asyncio.sleep(FOLDER_CHECK_S)
 
     def kill(self) -> None:
         try:

@@ -332,6 +332,9 @@ class Judge:
                         prep = await self.references.ask(ref, {"mode": P.PREPARE, **ref_req,
                                                                "slot_dir": str(cand.workdir / "slots")})
                         v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
+                        # from "go" on the submission runs: what it writes into its folder is bounded
+                        # (the CPU output slots are in it already, and not counted)
+                        cand.watch_folder(cand.workdir, cfg.folder_quota_bytes, cfg.folder_quota_files)
                         v.details["ref_phases"] = {"prepare": prep.get("phases")}
                         t_c = time.monotonic()
                         quiet = self._quiet_timing(gpu)
