@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import kernel_env
 from kernel_env.judge import Judge, JudgeConfig
@@ -262,6 +263,33 @@ def test_a_candidate_that_fills_its_folder_is_stopped(judge, where, code, quota,
     assert v.details.get("limit") == "folder_quota"
     _clean(judge)
     _still_judges_correctly(judge)
+
+
+# C++ whose object file is as large as the assembler is told: .incbin of any large file it can read
+# (64 MiB of torch's own library here; gas refuses device files such as /dev/urandom)
+LIBTORCH = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+INCBIN_CPP = (f'asm(".pushsection .rodata\\n.incbin \\"{LIBTORCH}\\", 0, 67108864\\n.popsection");\n'
+              "int64_t kernel_env_incbin_probe() { return 1; }\n")
+
+
+@slow
+def test_a_compile_that_fills_its_folder_is_stopped_and_nothing_is_published(judge, cache_dir):
+    """The compile process runs only compilers, but on the candidate's sources: an object file of any
+    size is one `.incbin` away, and the build would move into the cache. Over the folder's limit the
+    compile is stopped, the import fails with the reason, and nothing of it is published."""
+    code = with_module(f"_big = load_inline(name='kernel_env_test_incbin', cpp_sources=[{INCBIN_CPP!r}], "
+                       "functions=['kernel_env_incbin_probe'], verbose=False)")
+    saved = judge.cfg.folder_quota_bytes
+    judge.cfg.folder_quota_bytes = 32 << 20
+    try:
+        v = judge.evaluate_sync("level1/1_Small_ReLU", code)
+    finally:
+        judge.cfg.folder_quota_bytes = saved
+    assert (v.stage, v.error_kind) == ("build", "build_error"), v.feedback
+    assert "compile of this load_inline call was stopped" in v.feedback, v.feedback
+    assert "wrote more into its folder than a submission may" in v.feedback, v.feedback
+    assert not list((cache_dir / "torch_extensions").glob("*/kernel_env_test_incbin*")), "the build was published"
+    _clean(judge)
 
 
 @slow

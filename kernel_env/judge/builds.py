@@ -181,6 +181,9 @@ class Builds:
         compiler = await self.pools.take(COMPILE)
         try:
             (compiler.workdir / CALL_FILE).write_text(json.dumps(call))  # what it compiles, for whoever looks
+            # only compilers run there, but on the candidate's sources (an assembler's .incbin of
+            # /dev/urandom makes an object file of any size), and the build moves into the cache
+            compiler.watch_folder(compiler.workdir, self.cfg.folder_quota_bytes, self.cfg.folder_quota_files)
             if not await compiler.send(json.dumps({"cmd": P.COMPILE, "env": build_env, "call": call,
                                                   "memory_bytes": self.cfg.compile_memory_bytes})):
                 raise JudgeInternalError("the compile process ended before it got its call: " + compiler.output()[-1500:])
@@ -191,6 +194,9 @@ class Builds:
                         "deadline": {"step": "compile", "wall_s": round(wall_s, 1),
                                      "compile_s": round(time.monotonic() - t0, 1)}}
             await compiler.close()  # nothing writes its folder any more: the build moves to the cache
+            if compiler.over_quota:  # nothing of it is published, nor remembered as the code's own error
+                return {"cmd": P.COMPILED, "ok": False, "message": "the compile of this load_inline call was "
+                        f"stopped: {compiler.over_quota}"}
             if msg.get("event") == P.COMPILED:
                 publish_build(compiler.workdir / "torch_extensions", ext_dir)
                 return {"cmd": P.COMPILED, "ok": True}
