@@ -9,6 +9,7 @@ import socket
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,19 @@ def _clean(judge):
     assert not _leftover_processes("kernel_env_fault_marker", str(judge.work_root))
 
 
+@contextmanager
+def _config(judge, **kw):
+    """The module's judge with these JudgeConfig fields changed while the block runs."""
+    saved = {k: getattr(judge.cfg, k) for k in kw}
+    for k, x in kw.items():
+        setattr(judge.cfg, k, x)
+    try:
+        yield
+    finally:
+        for k, x in saved.items():
+            setattr(judge.cfg, k, x)
+
+
 def _still_judges_correctly(judge):
     v = judge.evaluate_sync("level1/1_Small_ReLU", BASE)
     assert v.stage == "timed" and v.correct, v.feedback
@@ -212,12 +226,8 @@ IN_FORWARD = ("exit", "host_memory")
 def test_fault_ends_as_a_clear_verdict(judge, name, code, stage, kind, text, policy):
     if policy != "strict" and name not in IN_FORWARD:
         pytest.skip("strict only: no policy applies yet, or the same timeout ends it")
-    if name == "import_loop":
-        judge.cfg.build_timeout_s = 10
-    try:
+    with _config(judge, **({"build_timeout_s": 10} if name == "import_loop" else {})):
         v = judge.evaluate_sync("level1/1_Small_ReLU", code, policy)
-    finally:
-        judge.cfg.build_timeout_s = 300
     assert (v.stage, v.error_kind, v.policy) == (stage, kind, policy), (name, v.feedback)
     assert text.lower() in v.feedback.lower(), v.feedback
     assert len(v.feedback) <= judge.cfg.feedback_max_chars
@@ -249,14 +259,8 @@ def test_folder_usage_counts_the_blocks_files_hold_and_stops_past_its_entry_limi
 def test_a_candidate_that_fills_its_folder_is_stopped(judge, where, code, quota, stage):
     """Each file is capped (RLIMIT_FSIZE), their number is not: a process writing into its own folder
     (on the server's disk) is ended once it is over the folder's limit, long before its deadline."""
-    saved = {k: getattr(judge.cfg, k) for k in quota}
-    for k, x in quota.items():
-        setattr(judge.cfg, k, x)
-    try:
+    with _config(judge, **quota):
         v = judge.evaluate_sync("level1/1_Small_ReLU", code)
-    finally:
-        for k, x in saved.items():
-            setattr(judge.cfg, k, x)
     # ended by the folder's limit (a crash, saying so), not by a deadline (a timeout)
     assert (v.stage, v.error_kind) == (stage, "crash"), (where, v.feedback)
     assert "wrote more into its folder than a submission may" in v.feedback, v.feedback
@@ -279,12 +283,8 @@ def test_a_compile_that_fills_its_folder_is_stopped_and_nothing_is_published(jud
     compile is stopped, the import fails with the reason, and nothing of it is published."""
     code = with_module(f"_big = load_inline(name='kernel_env_test_incbin', cpp_sources=[{INCBIN_CPP!r}], "
                        "functions=['kernel_env_incbin_probe'], verbose=False)")
-    saved = judge.cfg.folder_quota_bytes
-    judge.cfg.folder_quota_bytes = 32 << 20
-    try:
+    with _config(judge, folder_quota_bytes=32 << 20):
         v = judge.evaluate_sync("level1/1_Small_ReLU", code)
-    finally:
-        judge.cfg.folder_quota_bytes = saved
     assert (v.stage, v.error_kind) == ("build", "build_error"), v.feedback
     assert "compile of this load_inline call was stopped" in v.feedback, v.feedback
     assert "wrote more into its folder than a submission may" in v.feedback, v.feedback

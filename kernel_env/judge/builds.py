@@ -181,8 +181,8 @@ class Builds:
         compiler = await self.pools.take(COMPILE)
         try:
             (compiler.workdir / CALL_FILE).write_text(json.dumps(call))  # what it compiles, for whoever looks
-            # only compilers run there, but on the candidate's sources (an assembler's .incbin of
-            # /dev/urandom makes an object file of any size), and the build moves into the cache
+            # only compilers run there, but on the candidate's sources (an assembler's .incbin of any
+            # large file it can read makes an object file of that size), and the build moves into the cache
             compiler.watch_folder(compiler.workdir, self.cfg.folder_quota_bytes, self.cfg.folder_quota_files)
             if not await compiler.send(json.dumps({"cmd": P.COMPILE, "env": build_env, "call": call,
                                                   "memory_bytes": self.cfg.compile_memory_bytes})):

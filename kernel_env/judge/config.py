@@ -147,9 +147,9 @@ class JudgeConfig:
     input_dists: tuple[str, ...] = ("uniform", "heavy", "signed", "positive", "large", "small", "edges")
     sandbox: str = "auto"                   # auto | bwrap | unshare | none (see judge/sandbox.py)
     candidate_memory_bytes: int = 16 << 30  # address-space limit of a candidate on the CPU device
-    # what a build or run process may write into its own folder, beyond what the judge put there (its
-    # CPU output slots): the folder is on the server's disk, which other evaluations need too. Read
-    # every sandbox.FOLDER_CHECK_S (0.5 s), so a process may overshoot by what it writes in that time
+    # what a build, compile or run process may write into its own folder, beyond what the judge put
+    # there (its CPU output slots): the folder is on the server's disk, which other evaluations need
+    # too. Read every sandbox.FOLDER_CHECK_S (0.5 s): a process may overshoot by what it writes in that time
     folder_quota_bytes: int = 4 << 30
     folder_quota_files: int = 100_000
     # address space each compiler of a load_inline call may have beyond what the compile process took

@@ -28,7 +28,6 @@ import asyncio
 import os
 import re
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,7 +180,7 @@ class Step:
     budget_s: float
     wall_s: float
     t0: float = field(default_factory=time.monotonic)
-    compile0: float = 0.0   # the clock's compile_s + starved_s when the step started
+    compile0: float = 0.0   # the time not the process's (Deadline._not_its) when the step started
 
 
 class Deadline:
@@ -192,8 +191,7 @@ class Deadline:
         self.clock = CompileClock(proc, untrusted_roots)
         self.t0 = time.monotonic()
         self.ceiling_s = ceiling_s  # of the whole, outside compilers (None: the steps' budgets only)
-        self.judge_s = 0.0          # the judge's own work the process waited for (not its time)
-        self._judging, self._judging_t0 = 0, 0.0  # such work under way, since when
+        self.judge_s = 0.0          # the judge's own work, not a compile, the process waited for (not its time)
         self.step: Step | None = None
         self.expired: str | None = None  # "step", "wall" or "ceiling"
 
@@ -204,34 +202,23 @@ class Deadline:
         self.step = Step(name, budget_s, budget_s + self.cfg.build_timeout_s if wall_s is None else wall_s,
                          compile0=self._not_its())
 
-    def excuse(self, seconds: float) -> None:
-        """The process waited `seconds` for the judge's own work (a compile it asked for): not its time
-        (the wall limit still counts it)."""
-        self.clock.compile_s += seconds
+    def excuse(self, seconds: float, compiling: bool = True) -> None:
+        """The process waited `seconds` for the judge's own work: not its time (the wall limit still
+        counts it). A compile it asked for counts as compiling (the feedback says how much); other work
+        (the check of its trials, the device made quiet for its timing) does not: then neither its step
+        nor the run's ceiling runs down for it either."""
+        if compiling:
+            self.clock.compile_s += seconds
+        else:
+            self.judge_s += seconds
         self.clock.restart()
-
-    @contextmanager
-    def judges_work(self):
-        """While the judge works and the process waits for it (the reference worker checks a batch of
-        trials, the device is made quiet for the timing), neither the process's step nor the run's
-        ceiling runs down. The wall limit still counts it."""
-        if not self._judging:
-            self._judging_t0 = time.monotonic()
-        self._judging += 1
-        try:
-            yield
-        finally:
-            self._judging -= 1
-            if not self._judging:
-                self.judge_s += time.monotonic() - self._judging_t0
 
     def wall_left(self) -> float:
         """Seconds before the current step's wall limit."""
         return self.step.wall_s - (time.monotonic() - self.step.t0)
 
     def _not_its(self) -> float:
-        judging = time.monotonic() - self._judging_t0 if self._judging else 0.0
-        return self.clock.compile_s + self.clock.starved_s + self.judge_s + judging
+        return self.clock.compile_s + self.clock.starved_s + self.judge_s
 
     def spent(self) -> float:
         """The current step's seconds outside compilers (and outside waits for a CPU)."""

@@ -191,8 +191,8 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
             run.trials.extend(batch)
             if check is not None:  # the trials are checked now: wrong outputs are never timed
                 t_w = time.monotonic()
-                with dl.judges_work():  # the candidate waits for it: not its time
-                    chk = await check(batch, first)
+                chk = await check(batch, first)
+                dl.excuse(time.monotonic() - t_w, compiling=False)  # the candidate waited for it: not its time
                 run.check = _add_check(run.check, chk, time.monotonic() - t_w)
                 if chk.get("mismatch"):
                     cand.kill()
@@ -206,8 +206,8 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
             change = {}
             if before_timing is not None:
                 t_w = time.monotonic()
-                with dl.judges_work():
-                    change = await before_timing()
+                change = await before_timing()
+                dl.excuse(time.monotonic() - t_w, compiling=False)
                 run.clock["before_timing"] = round(time.monotonic() - t_w, 4)
             # the timing starts on our word: the worker's GPU work is over (it synchronised)
             dl.start("the timing", deadlines.timing_s(cfg, t_ref_ms, {**(timing or {}), **change}))
