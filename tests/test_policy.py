@@ -9,7 +9,10 @@ tests take real C++ submissions through the judge, under both policies.
 import ast
 import asyncio
 import json
+import subprocess
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -197,6 +200,26 @@ def test_watch_strict_refuses_pytorch_compute_kernelbench_follows_the_data(fn, k
         assert why is None
     else:
         assert why and ("not computed from anything your kernels produced" in why or "ran none of your kernels" in why)
+
+
+
+def test_the_watch_and_the_timeline_never_load_dynamo():
+    """torch wraps a dispatch mode's __torch_dispatch__ in dynamo's guard, which imports torch._dynamo
+    at the first call (~1 CPU-s in every run process). Ours are unwrapped, and still see every op."""
+    code = (
+        "import sys, torch\n"
+        "from kernel_env.candidate import share, watch\n"
+        "w = watch.Watch()\n"
+        "with w:\n"
+        "    torch.ones(4).relu()\n"
+        "t = share.Timeline(torch.device('cpu'))\n"
+        "with t:\n"
+        "    torch.ones(4).relu()\n"
+        "print(w.compute, len(t.spans), 'torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["{'aten.relu':", "1}", "2", "False"], out.stdout
 
 
 # ---------------------------------------------------------------- the share's timeline

@@ -251,7 +251,7 @@ def start(fd: int):
     exit code when the judge ended it instead."""
     import torch
     device = harness.device_of(os.environ.get("KERNEL_ENV_DEVICE", "cpu"))
-    # the watch's first use imports torch._dynamo (1-2 s)
+    # the watch's first use: torch's dispatch-mode machinery loaded before the evaluation is known
     with watch.Watch():
         torch.zeros(4).fill_(1)
     # what a submission's import needs (load_inline's module, Triton)

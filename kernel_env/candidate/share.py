@@ -38,6 +38,16 @@ def is_mark(name: str) -> bool:
 
 def mark_name(fn) -> str:
     return f"{MARK}:{getattr(fn, '__name__', None) or 'kernel'}"
+
+
+def without_dynamo_guard(mode_class):
+    """A TorchDispatchMode class with its own __torch_dispatch__ unwrapped. torch wraps it in dynamo's
+    `disable`, which imports torch._dynamo at the first call: ~1 CPU-s in every run process, for a
+    guard that nothing there needs (no candidate process compiles with dynamo: checks.py refuses
+    torch.compile and torch._dynamo)."""
+    raw = mode_class.__dict__["__torch_dispatch__"]
+    mode_class.__torch_dispatch__ = getattr(raw, "__wrapped__", raw)
+    return mode_class
 # kernels of vendor libraries by name: cuBLAS/cuBLASLt (arch-prefixed gemm families, xmma, nvjet, its
 # gemv and split-K helpers), cuDNN, CUTLASS (also when a submission instantiates its templates), cuFFT
 VENDOR_KERNEL = re.compile(r"cublas|cudnn|cutlass|xmma|nvjet|cufft|gemmSN|gemv2[NT]_kernel|splitKreduce_kernel|"
@@ -85,6 +95,7 @@ resize_ set_
 """.split())
 
 
+@without_dynamo_guard
 class Timeline(TorchDispatchMode):
     """The events method: spans of the submission's kernel calls and of PyTorch's ops in one forward."""
 

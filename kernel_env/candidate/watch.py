@@ -30,7 +30,7 @@ import threading
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernel_env.candidate.share import mark_name
+from kernel_env.candidate.share import mark_name, without_dynamo_guard
 from kernel_env.compute_policy import KERNELBENCH, STRICT
 
 # aten ops a forward may call around its kernels: they move, shape, cast or allocate data, or draw
@@ -93,6 +93,7 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
         return bool(torch.equal(a, b))
 
 
+@without_dynamo_guard
 class Watch(TorchDispatchMode):
     """One watched forward call: the compute ops it called and the memory its kernels touched (strict),
     or the memory holding data computed from its kernels' results (kernelbench)."""
