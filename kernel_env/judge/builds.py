@@ -86,10 +86,16 @@ class Builds:
         """The run process could not import the build: build it again next time."""
         self._built.pop(self._key(source, pch_dir), None)
 
-    async def build(self, v: Verdict, source: str, ext_dir: Path, build_env: dict, pch_dir: str | None) -> Verdict | None:
-        """Build `source` into `ext_dir` unless it was built here before. Timings and details go into
-        `v`; returns `v` as the verdict when the build failed, else None."""
+    async def build(self, v: Verdict, source: str, ext_dir: Path, build_env: dict, pch_dir: str | None,
+                    inert: bool = False) -> Verdict | None:
+        """Build `source` into `ext_dir` unless it was built here before, or its import is inert (it
+        runs nothing of the submission's own: inert_import.py). Timings and details go into `v`;
+        returns `v` as the verdict when the build failed, else None."""
         key = self._key(source, pch_dir)
+        if inert:
+            v.timings["build_wait_s"] = v.timings["build_s"] = 0.0
+            v.details["build_skipped"] = "inert import"
+            return None
         if self._cached(v, key, ext_dir):
             v.timings["build_wait_s"] = 0.0
             return None
