@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +53,18 @@ def test_the_one_pass_maps_are_used_only_where_they_apply():
     assert not fused_maps.applies(big, "signed")          # a CPU tensor: the torch passes
     assert not fused_maps.applies(big, "large")           # not a hashing map
     assert not fused_maps.warm(torch.device("cpu"))
+
+
+def test_run_processes_take_tritons_install_hash_from_the_judge():
+    """Triton hashes its whole install (libtriton included) once per process for its cache keys; the
+    judge computes it once (environ.triton_key) and each run process takes it (triton_warm.use_key).
+    It must be what the process would have computed itself, or every compiled kernel would miss."""
+    from kernel_env.judge.environ import triton_key
+    key = triton_key()
+    assert key and len(key) > 64
+    code = ("import triton.runtime.cache as c\nfrom kernel_env.candidate import triton_warm\n"
+            "own = c.triton_key()\ntriton_warm.use_key('given')\nprint(own)\nprint(c.triton_key())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [key, "given"]

@@ -260,6 +260,9 @@ def start(fd: int):
         import triton  # noqa: F401
     except ImportError:
         triton = None
+    else:
+        from kernel_env.candidate import triton_warm
+        triton_warm.use_key(os.environ.get("KERNEL_ENV_TRITON_KEY"))
     # The first GPU work (the CUDA context, loading our kernels' device code, Triton's first launch)
     # waits for the judge's word: it keeps it out of another candidate's timing on this device
     cpu = {"imported": _cpu_s()}  # CPU seconds at each stage (diagnosis only, a claim)

@@ -12,6 +12,15 @@ def _copy(src, dst, n, BLOCK: tl.constexpr):
     tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
 
 
+def use_key(key: str | None) -> None:
+    """Triton's hash of its install (triton.runtime.cache.triton_key, part of every compiled kernel's
+    cache key), as the judge computed it once for the same install (environ.triton_key), instead of
+    hashing it again in this process. Triton's own worker processes are handed theirs the same way."""
+    if key:
+        import triton.runtime.cache
+        triton.runtime.cache.triton_key = lambda: key
+
+
 def warm(device: torch.device) -> None:
     x = torch.ones(1000, device=device)
     y = torch.empty_like(x)

@@ -18,6 +18,9 @@ class ProcessEnv:
         self.cfg = cfg
         # the GPU arch torch would pick itself: the build process has no GPU to ask
         self.arch_list = cuda_arch_list(cfg.gpus[0]) if cfg.device == "cuda" else None
+        # Triton's hash of its own install, which each run process would compute again at its first
+        # launch (~0.35 CPU-s: it reads libtriton whole); under the interpreter nothing is compiled
+        self.triton_key = triton_key() if cfg.device == "cuda" else None
 
     def __call__(self, workdir: Path, gpu: int, trusted: bool, ext_dir: Path | None = None,
                  pch_dir: str | None = None, triton_dir: Path | None = None) -> dict:
@@ -35,6 +38,8 @@ class ProcessEnv:
             extra["KERNEL_ENV_CUDA_PRELUDE"] = c.fast_build
             if pch_dir:
                 extra["KERNEL_ENV_PCH_DIR"] = pch_dir
+            if self.triton_key:
+                extra["KERNEL_ENV_TRITON_KEY"] = self.triton_key
         if c.device == "cuda":
             extra["CUDA_VISIBLE_DEVICES"] = gpu
             extra["CUDA_DEVICE_MAX_CONNECTIONS"] = 1  # one work queue, which ordered timing needs (ordered_timing.py)
@@ -55,6 +60,18 @@ def cuda_arch_list(gpu: int) -> str | None:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
     try:
         r = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = r.stdout.strip().splitlines()
+    return out[-1] if r.returncode == 0 and out else None
+
+
+def triton_key() -> str | None:
+    """triton.runtime.cache.triton_key() of the Triton that candidate processes import, asked once by a
+    trusted process; None without Triton."""
+    code = "from triton.runtime.cache import triton_key\nprint(triton_key())"
+    try:
+        r = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired):
         return None
     out = r.stdout.strip().splitlines()
