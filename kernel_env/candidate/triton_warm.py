@@ -16,9 +16,19 @@ def use_key(key: str | None) -> None:
     """Triton's hash of its install (triton.runtime.cache.triton_key, part of every compiled kernel's
     cache key), as the judge computed it once for the same install (environ.triton_key), instead of
     hashing it again in this process. Triton's own worker processes are handed theirs the same way."""
-    if key:
-        import triton.runtime.cache
-        triton.runtime.cache.triton_key = lambda: key
+    if not key:
+        return
+    import importlib
+    for name in TRITON_KEY_MODULES:  # where each Triton version defines it (and calls it from)
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "triton_key"):
+            module.triton_key = lambda: key
+
+
+TRITON_KEY_MODULES = ("triton.runtime.cache", "triton.compiler.compiler")
 
 
 def warm(device: torch.device) -> None:

@@ -69,7 +69,9 @@ def cuda_arch_list(gpu: int) -> str | None:
 def triton_key() -> str | None:
     """triton.runtime.cache.triton_key() of the Triton that candidate processes import, asked once by a
     trusted process; None without Triton."""
-    code = "from triton.runtime.cache import triton_key\nprint(triton_key())"
+    code = ("import importlib\nfor name in ('triton.runtime.cache', 'triton.compiler.compiler'):\n"
+            "    f = getattr(importlib.import_module(name), 'triton_key', None)\n"
+            "    if f:\n        print(f())\n        break\n")
     try:
         r = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired):
