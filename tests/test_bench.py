@@ -87,6 +87,15 @@ def test_comparison_and_triton_first_call_benches_run_on_the_cpu():
     assert "first_kernel_first_call_s" in p.stdout and "cold" in p.stdout and "warmed" in p.stdout
 
 
+
+def test_the_process_start_experiment_runs_and_the_watch_loads_no_dynamo():
+    p = subprocess.run([sys.executable, "experiments/bench_process_start.py", "--repeats", "1"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    cpu_s = {line[:18].strip(): float(line[18:].split()[0]) for line in p.stdout.splitlines()[1:6]}
+    assert cpu_s["watch, unguarded"] < 0.2 < cpu_s["watch, guarded"], p.stdout
+
+
 def test_process_exit_bench_runs_on_the_cpu():
     # experiments/ (the H100 numbers: docs/log/slot-stop-warmers-h100-2026-12-06.md); here the CPU path
     env = dict(os.environ, PYTHONPATH=str(ROOT))
