@@ -38,6 +38,7 @@ def test_triton_answers_as_written_are_inert(path):
     "@triton.jit\ndef _k2(x, n, BLOCK: tl.constexpr):\n    pass\n",
     "@triton.heuristics({'EVEN': lambda args: args['n'] % 2 == 0})\n@triton.jit\ndef _k3(x, n, EVEN: tl.constexpr):\n    pass\n",
     "class Helper:\n    @staticmethod\n    def f(x):\n        return x\n",
+    "DEVICE = torch.device('cuda')\nBIG = torch.finfo(torch.float32).max\nB = triton.next_power_of_2(1000)\n",
 ])
 def test_definitions_literals_and_tritons_decorators_are_inert(extra):
     assert is_inert(ast.parse(HEAD + KERNEL + extra + MODEL))
@@ -45,6 +46,7 @@ def test_definitions_literals_and_tritons_decorators_are_inert(extra):
 
 @pytest.mark.parametrize("extra", [
     "torch.manual_seed(0)\n",                                   # a call
+    "DEVICE = triton.runtime.driver.active.get_active_torch_device()\n",  # the GPU's driver, at import
     "while True:\n    pass\n",                                  # a loop
     "import time\n",                                            # another module
     "import os\nos.environ['X'] = '1'\n",

@@ -26,8 +26,10 @@ INERT_MODULES = ("torch", "torch.nn", "torch.nn.functional", "triton", "triton.l
 # decorators that only wrap or record the function (Triton's JIT parses its source; nothing runs)
 INERT_DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit.jit",
                               "torch.no_grad", "torch.inference_mode", "staticmethod", "classmethod", "property"})
-# calls that only make a value: Triton's configurations and constants, the decorators' factories
-INERT_CALLS = INERT_DECORATORS | {"triton.Config", "triton.language.constexpr"}
+# calls that only make a value: Triton's configurations and constants, the decorators' factories, a
+# device's or a dtype's description, Triton's integer helpers (their arguments are checked too)
+INERT_CALLS = INERT_DECORATORS | {"triton.Config", "triton.language.constexpr", "torch.device", "torch.finfo",
+                                  "torch.iinfo", "triton.cdiv", "triton.next_power_of_2"}
 # builtins that run nothing of the submission's when used as a decorator, base or generic
 _BUILTINS = frozenset({"staticmethod", "classmethod", "property", "object", "list", "tuple", "dict", "set", "type",
                        "frozenset", "int", "float", "bool", "str"})
@@ -193,8 +195,11 @@ def _value(node: ast.expr, scope: _Scope) -> None:
     if isinstance(node, ast.Name):
         return  # a lookup in the module or builtins runs nothing
     if isinstance(node, ast.Attribute):
-        # only through imported modules: an attribute of the module's own class could be a descriptor
-        if scope.dotted(node) is None:
+        # only through imported modules, or of what an inert call made (torch.finfo(...).max): an
+        # attribute of the module's own class could be a descriptor
+        if isinstance(node.value, ast.Call):
+            _value(node.value, scope)
+        elif scope.dotted(node) is None:
             raise _NotInert
         return
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
