@@ -91,11 +91,11 @@ class Builds:
         """Build `source` into `ext_dir` unless it was built here before, or its import is inert (it
         runs nothing of the submission's own: inert_import.py). Timings and details go into `v`;
         returns `v` as the verdict when the build failed, else None."""
-        key = self._key(source, pch_dir)
         if inert:
             v.timings["build_wait_s"] = v.timings["build_s"] = 0.0
             v.details["build_skipped"] = "inert import"
             return None
+        key = self._key(source, pch_dir)
         if self._cached(v, key, ext_dir):
             v.timings["build_wait_s"] = 0.0
             return None
