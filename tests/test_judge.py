@@ -214,8 +214,21 @@ def test_build_error_reports_the_compiler_error_line(cache_dir):
     assert judge.stats()["compiles_rejected_again"] == 1
 
 
+@pytest.mark.parametrize("flags", [["--run", "--run-args", ";touch /tmp/kernel_env_ran"], ["-run"],
+                                   ["--run-args=;id"], ["-Xcompiler", "-wrapper,/bin/sh"], ["-ccbin=/tmp/x"]])
+def test_nvcc_flags_that_run_programs_are_refused(flags):
+    """nvcc --run executes its output through a shell with --run-args appended (checked with nvcc 13.0:
+    `nvcc -c x.cu -o x.o --run --run-args ";echo PWNED"` prints PWNED)."""
+    from kernel_env.judge.builds import _unsafe_call
+    why = _unsafe_call({"name": "ext", "cpp_sources": "", "cuda_sources": "", "extra_cuda_cflags": ["-O3", *flags]})
+    assert why and "not allowed" in why, flags
+    assert _unsafe_call({"name": "ext", "extra_cuda_cflags": ["-O3", "--use_fast_math", "-lineinfo",
+                                                               "--resource-usage", "-Xptxas=-v"]}) is None
+
+
 @slow
-@pytest.mark.parametrize("flag", ["-B/tmp/kernel_env_tools/", "-Wl,-plugin,/tmp/p.so", "@/tmp/kernel_env_flags"])
+@pytest.mark.parametrize("flag", ["-B/tmp/kernel_env_tools/", "-Wl,-plugin,/tmp/p.so", "@/tmp/kernel_env_flags",
+                                  "--run-args=;touch /tmp/kernel_env_ran"])
 def test_flags_that_change_the_toolchain_are_refused_before_any_compile(tmp_path, flag):
     """A compiler told to run another assembler, load a plugin or read flags from a file could run a
     program of the candidate's choosing where the module is made: the judge refuses the call."""

@@ -50,8 +50,11 @@ MAX_COMPILES = 16    # load_inline calls one build may ask the judge to compile
 FAILED_MEMORY = 512  # load_inline calls remembered as rejected by the compilers
 CALL_FILE = "call.json"  # in a compile process's folder: the call it builds
 # flags that would make a compiler run programs, plugins or specs of the candidate's choosing (which
-# could write the module after the compile), or read flags from a file (@file)
-_TOOLCHAIN_FLAG = re.compile(r"^(-B|--?specs|--?sysroot|-isysroot|-wrapper|-fuse-ld|--compiler-bindir|-ccbin|@)|plugin")
+# could write the module after the compile), or read flags from a file (@file). nvcc's --run executes
+# what it built through a shell, with --run-args appended to the command line: `--run --run-args
+# ";cmd"` runs any command, even beside -c
+_TOOLCHAIN_FLAG = re.compile(r"^(-B|--?specs|--?sysroot|-isysroot|-wrapper|-fuse-ld|--compiler-bindir|-ccbin|@"
+                             r"|--?run(-args)?$)|plugin")
 # a compile failure that the same sources and flags give every time: the compilers' own diagnostics,
 # and nothing that says the machine (memory, disk, a signal) rather than the code made it fail
 _BUILD_FAILED = "Error building extension"
