@@ -215,10 +215,14 @@ def test_build_error_reports_the_compiler_error_line(cache_dir):
 
 
 @pytest.mark.parametrize("flags", [["--run", "--run-args", ";touch /tmp/kernel_env_ran"], ["-run"],
-                                   ["--run-args=;id"], ["-Xcompiler", "-wrapper,/bin/sh"], ["-ccbin=/tmp/x"]])
-def test_nvcc_flags_that_run_programs_are_refused(flags):
+                                   ["--run-args=;id"], ["-Xcompiler", "-wrapper,/bin/sh"], ["-ccbin=/tmp/x"],
+                                   ["-O2\nrule pwn\n  command = touch pwned\nbuild pwned: pwn\ndefault pwned"],
+                                   ["-DX=$out"], ["-O2\r"]])
+def test_flags_that_run_programs_are_refused(flags):
     """nvcc --run executes its output through a shell with --run-args appended (checked with nvcc 13.0:
-    `nvcc -c x.cu -o x.o --run --run-args ";echo PWNED"` prints PWNED)."""
+    `nvcc -c x.cu -o x.o --run --run-args ";echo PWNED"` prints PWNED); torch writes flags into
+    build.ninja unescaped, so a newline in one adds a rule whose command ninja runs (checked with torch
+    2.13's _write_ninja_file and ninja: the injected command ran)."""
     from kernel_env.judge.builds import _unsafe_call
     why = _unsafe_call({"name": "ext", "cpp_sources": "", "cuda_sources": "", "extra_cuda_cflags": ["-O3", *flags]})
     assert why and "not allowed" in why, flags

@@ -55,6 +55,7 @@ CALL_FILE = "call.json"  # in a compile process's folder: the call it builds
 # ";cmd"` runs any command, even beside -c
 _TOOLCHAIN_FLAG = re.compile(r"^(-B|--?specs|--?sysroot|-isysroot|-wrapper|-fuse-ld|--compiler-bindir|-ccbin|@"
                              r"|--?run(-args)?$)|plugin")
+_NINJA_SYNTAX = re.compile(r"[\x00-\x1f\x7f$]")
 # a compile failure that the same sources and flags give every time: the compilers' own diagnostics,
 # and nothing that says the machine (memory, disk, a signal) rather than the code made it fail
 _BUILD_FAILED = "Error building extension"
@@ -273,6 +274,11 @@ def _unsafe_call(call) -> str | None:
         for flag in [flags] if isinstance(flags, str) else flags if isinstance(flags, list) else [None]:
             if not isinstance(flag, str):
                 return f"load_inline's {arg} must be strings"
+            # torch writes flags into build.ninja as they are: a newline there starts a rule and a
+            # build statement of the flag's own, whose command ninja then runs; `$` is ninja's escape
+            if _NINJA_SYNTAX.search(flag):
+                return (f"the flag {flag[:80]!r} in {arg} is not allowed here (a control character or '$' "
+                        "would be read as the build file's own syntax)")
             if any(_TOOLCHAIN_FLAG.search(part) for part in re.split(r"[,= ]", flag)):
                 return f"the flag {flag[:80]!r} in {arg} is not allowed here (it changes the toolchain or reads flags from a file)"
     return None
