@@ -228,6 +228,8 @@ def test_flags_that_run_programs_are_refused(flags):
     assert why and "not allowed" in why, flags
     assert _unsafe_call({"name": "ext", "extra_cuda_cflags": ["-O3", "--use_fast_math", "-lineinfo",
                                                                "--resource-usage", "-Xptxas=-v"]}) is None
+    # torch's other flag lists reach build.ninja the same way
+    assert "not allowed" in _unsafe_call({"name": "ext", "extra_sycl_cflags": flags})
 
 
 @slow

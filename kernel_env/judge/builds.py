@@ -269,7 +269,9 @@ def _unsafe_call(call) -> str | None:
         return "load_inline's arguments could not be read"
     if not isinstance(call.get("name"), str) or not PLAIN_NAME.fullmatch(call["name"]):
         return "load_inline's name must be a plain name (letters, digits, '_', '.', '-')"
-    for arg in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths"):
+    # every extra_* argument (cflags, cuda and sycl cflags, ldflags, include paths): each reaches a
+    # compiler's command line through build.ninja
+    for arg in sorted(k for k in call if isinstance(k, str) and k.startswith("extra_")):
         flags = call.get(arg) or []
         for flag in [flags] if isinstance(flags, str) else flags if isinstance(flags, list) else [None]:
             if not isinstance(flag, str):
