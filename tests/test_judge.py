@@ -1044,3 +1044,39 @@ def test_candidate_processes_load_torch_compiled_by_the_judge_and_cannot_write_i
     assert again._bytecode._proc is None
     asyncio.run(judge.aclose())
     asyncio.run(again.aclose())
+
+
+def test_a_large_build_is_published_while_other_sessions_go_on(tmp_path):
+    """Publishing hashes every module it moves. A module of a GiB (an .incbin of a large library makes
+    one) is hashed in a thread: the event loop, and every other session's messages, go on meanwhile."""
+    import asyncio
+    import json
+    import time
+    from kernel_env.candidate.fast_build import BUILT_MANIFEST
+    from kernel_env.judge.builds import Builds
+
+    staged = tmp_path / "staged"
+    (staged / "ext").mkdir(parents=True)
+    with open(staged / "ext" / "ext.so", "wb") as f:
+        f.truncate(1 << 30)  # sparse: a GiB to read, no disk
+    (staged / "ext" / BUILT_MANIFEST).write_text(json.dumps({"a": {"module": "ext", "file": "ext.so"}}))
+    ext = tmp_path / "cache" / "source1"
+
+    async def go():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+        t = asyncio.ensure_future(ticker())
+        t0 = time.monotonic()
+        await Builds(JudgeConfig(device="cpu"), None, {}).publish(staged, ext)
+        took = time.monotonic() - t0
+        t.cancel()
+        return ticks, took
+
+    ticks, took = asyncio.run(go())
+    assert (ext / "ext" / "ext.so").stat().st_size == 1 << 30
+    assert took > 0.1 and ticks >= 10, (ticks, took)

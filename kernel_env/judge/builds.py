@@ -80,6 +80,10 @@ class Builds:
         self._first_builds: dict[str, asyncio.Event] = {}
         # load_inline calls (with their build settings) the compilers rejected: the answer they got
         self._rejected: OrderedDict[str, str] = OrderedDict()
+        # publishes hash every module they move (a build may be GBs: an .incbin of a large library):
+        # in a thread, so that every other session's messages go on; one at a time, as merges into
+        # one folder must be
+        self._publishing = asyncio.Lock()
 
     @staticmethod
     def _key(source: str, pch_dir: str | None) -> str:
@@ -100,7 +104,7 @@ class Builds:
             v.details["build_skipped"] = "inert import"
             return None
         key = self._key(source, pch_dir)
-        if self._cached(v, key, ext_dir):
+        if await self._cached(v, key, ext_dir):
             v.timings["build_wait_s"] = 0.0
             return None
         builder = None
@@ -109,7 +113,7 @@ class Builds:
             t_w = time.monotonic()
             if folder in self._first_builds:
                 await self._first_builds[folder].wait()
-                if self._cached(v, key, ext_dir):  # the same text, built by the evaluation this one waited for
+                if await self._cached(v, key, ext_dir):  # the same text, built by the evaluation this one waited for
                     v.timings["build_wait_s"] = round(time.monotonic() - t_w, 3)
                     return None
             elif not _published(ext_dir):
@@ -208,7 +212,7 @@ class Builds:
                 return {"cmd": P.COMPILED, "ok": False, "message": "the compile of this load_inline call was "
                         f"stopped: {compiler.over_quota}"}
             if msg.get("event") == P.COMPILED:
-                publish_build(compiler.workdir / "torch_extensions", ext_dir)
+                await self.publish(compiler.workdir / "torch_extensions", ext_dir)
                 return {"cmd": P.COMPILED, "ok": True}
             if msg.get("event") == P.ERROR:
                 message = fb.bounded(f"{msg.get('message', '')}\n{compiler.output()[-4000:]}")
@@ -224,10 +228,25 @@ class Builds:
         finally:
             await asyncio.shield(discard(compiler))
 
-    def _cached(self, v: Verdict, key: str, ext_dir: Path) -> bool:
-        if key in self._built and not intact(ext_dir):  # changed since it was published: built again
-            self._built.pop(key)
+    async def publish(self, staged: Path, ext_dir: Path) -> None:
+        """publish_build, off the event loop. A cancelled evaluation still lets the move finish before
+        it goes on (and removes the folder the move reads from)."""
+        async with self._publishing:
+            moving = asyncio.ensure_future(asyncio.to_thread(publish_build, staged, ext_dir))
+            try:
+                await asyncio.shield(moving)
+            except asyncio.CancelledError:
+                await moving
+                raise
+
+    async def _cached(self, v: Verdict, key: str, ext_dir: Path) -> bool:
         if key not in self._built:
+            return False
+        # the modules' hashes, read in a thread (a module may be GBs); changed since published: built again
+        if not await asyncio.to_thread(intact, ext_dir):
+            self._built.pop(key, None)
+            return False
+        if key not in self._built:  # forgotten meanwhile
             return False
         self._built.move_to_end(key)
         v.timings["build_s"] = 0.0
