@@ -208,7 +208,7 @@ class Builds:
                         "deadline": {"step": "compile", "wall_s": round(wall_s, 1),
                                      "compile_s": round(time.monotonic() - t0, 1)}}
             await compiler.close()  # nothing writes its folder any more: the build moves to the cache
-            if compiler.over_quota:  # nothing of it is published, nor remembered as the code's own error
+            if await compiler.over_quota_now():  # nothing of it is published, nor remembered as the code's own error
                 return {"cmd": P.COMPILED, "ok": False, "message": "the compile of this load_inline call was "
                         f"stopped: {compiler.over_quota}"}
             if msg.get("event") == P.COMPILED:

@@ -391,16 +391,25 @@ class Proc:
         is on the server's disk, which other evaluations' builds need too; each file is capped anyway
         (RLIMIT_FSIZE), the number of files is not."""
         base, files = folder_usage(folder, max_files)
-        self._tasks.append(asyncio.ensure_future(self._watch(folder, base + max_bytes, files + max_files,
-                                                             max_bytes, max_files)))
+        self._watched = (folder, base + max_bytes, files + max_files, max_bytes, max_files)
+        self._tasks.append(asyncio.ensure_future(self._watch(*self._watched)))
+
+    async def over_quota_now(self) -> str | None:
+        """over_quota, with the watched folder measured once more now: a process that wrote past the
+        limit and exited between two of the watch's looks was never seen over it. Called before what
+        the process wrote is published."""
+        if self.over_quota is None and getattr(self, "_watched", None):
+            folder, limit, limit_files, max_bytes, max_files = self._watched
+            used, n = await asyncio.to_thread(folder_usage, folder, limit_files)
+            if used > limit or n > limit_files:
+                self.over_quota = _over_quota_reason(used, n, limit_files, max_bytes, max_files)
+        return self.over_quota
 
     async def _watch(self, folder: Path, limit: int, limit_files: int, max_bytes: int, max_files: int) -> None:
         while self.proc.returncode is None:
             used, n = await asyncio.to_thread(folder_usage, folder, limit_files)
             if used > limit or n > limit_files:
-                self.over_quota = (f"it wrote more into its folder than a submission may ({max_bytes / 2**30:.3g} GiB, "
-                                   f"{max_files} files): {used / 2**30:.3g} GiB in {n}{'+' if n > limit_files else ''} "
-                                   "files")
+                self.over_quota = _over_quota_reason(used, n, limit_files, max_bytes, max_files)
                 self.kill()
                 return
             await asyncio.sleep(FOLDER_CHECK_S)
@@ -432,6 +441,11 @@ class Proc:
     @property
     def returncode(self):
         return self.proc.returncode
+
+
+def _over_quota_reason(used: int, n: int, limit_files: int, max_bytes: int, max_files: int) -> str:
+    return (f"it wrote more into its folder than a submission may ({max_bytes / 2**30:.3g} GiB, {max_files} "
+            f"files): {used / 2**30:.3g} GiB in {n}{'+' if n > limit_files else ''} files")
 
 
 def _group_running(pgid: int) -> bool:
