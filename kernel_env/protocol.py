@@ -79,3 +79,7 @@ PREPARE = "prepare"
 CHECK = "check"
 COMPARE = "compare"
 RELEASE = "release"
+
+# where each Triton version defines triton_key() (and calls it from): the judge asks it there once and
+# run processes take the answer there (judge/environ.triton_key, candidate/triton_warm.use_key)
+TRITON_KEY_MODULES = ("triton.runtime.cache", "triton.compiler.compiler")

@@ -19,16 +19,15 @@ def use_key(key: str | None) -> None:
     if not key:
         return
     import importlib
-    for name in TRITON_KEY_MODULES:  # where each Triton version defines it (and calls it from)
+
+    from kernel_env.protocol import TRITON_KEY_MODULES
+    for name in TRITON_KEY_MODULES:
         try:
             module = importlib.import_module(name)
         except ImportError:
             continue
         if hasattr(module, "triton_key"):
             module.triton_key = lambda: key
-
-
-TRITON_KEY_MODULES = ("triton.runtime.cache", "triton.compiler.compiler")
 
 
 def warm(device: torch.device) -> None:

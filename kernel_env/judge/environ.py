@@ -5,6 +5,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from ..protocol import TRITON_KEY_MODULES
 from .config import JudgeConfig
 from .sandbox import PYTHON, child_env
 
@@ -69,7 +70,7 @@ def cuda_arch_list(gpu: int) -> str | None:
 def triton_key() -> str | None:
     """triton.runtime.cache.triton_key() of the Triton that candidate processes import, asked once by a
     trusted process; None without Triton."""
-    code = ("import importlib\nfor name in ('triton.runtime.cache', 'triton.compiler.compiler'):\n"
+    code = (f"import importlib\nfor name in {TRITON_KEY_MODULES!r}:\n"
             "    f = getattr(importlib.import_module(name), 'triton_key', None)\n"
             "    if f:\n        print(f())\n        break\n")
     try:

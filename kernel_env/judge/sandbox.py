@@ -302,6 +302,7 @@ class Proc:
         self._tail = bytearray()
         self._dropped = 0
         self.over_quota: str | None = None  # why watch_folder ended the process
+        self._watched: tuple | None = None  # watch_folder's folder and limits
         self._tasks = [asyncio.ensure_future(self._read_output()), asyncio.ensure_future(self._read_protocol())]
 
     @classmethod
@@ -392,27 +393,33 @@ class Proc:
         (RLIMIT_FSIZE), the number of files is not."""
         base, files = folder_usage(folder, max_files)
         self._watched = (folder, base + max_bytes, files + max_files, max_bytes, max_files)
-        self._tasks.append(asyncio.ensure_future(self._watch(*self._watched)))
+        self._tasks.append(asyncio.ensure_future(self._watch()))
 
     async def over_quota_now(self) -> str | None:
         """over_quota, with the watched folder measured once more now: a process that wrote past the
         limit and exited between two of the watch's looks was never seen over it. Called before what
         the process wrote is published."""
-        if self.over_quota is None and getattr(self, "_watched", None):
-            folder, limit, limit_files, max_bytes, max_files = self._watched
-            used, n = await asyncio.to_thread(folder_usage, folder, limit_files)
-            if used > limit or n > limit_files:
-                self.over_quota = _over_quota_reason(used, n, limit_files, max_bytes, max_files)
+        if self.over_quota is None and self._watched:
+            await self._over_limit()
         return self.over_quota
 
-    async def _watch(self, folder: Path, limit: int, limit_files: int, max_bytes: int, max_files: int) -> None:
+    async def _watch(self) -> None:
         while self.proc.returncode is None:
-            used, n = await asyncio.to_thread(folder_usage, folder, limit_files)
-            if used > limit or n > limit_files:
-                self.over_quota = _over_quota_reason(used, n, limit_files, max_bytes, max_files)
+            if await self._over_limit():
                 self.kill()
                 return
             await asyncio.sleep(FOLDER_CHECK_S)
+
+    async def _over_limit(self) -> bool:
+        """Measure the watched folder; over a limit, say so in over_quota."""
+        folder, limit, limit_files, max_bytes, max_files = self._watched
+        used, n = await asyncio.to_thread(folder_usage, folder, limit_files)
+        if used > limit or n > limit_files:
+            self.over_quota = (f"it wrote more into its folder than a submission may ({max_bytes / 2**30:.3g} GiB, "
+                               f"{max_files} files): {used / 2**30:.3g} GiB in {n}{'+' if n > limit_files else ''} "
+                               "files")
+            return True
+        return False
 
     def kill(self) -> None:
         try:
@@ -441,11 +448,6 @@ class Proc:
     @property
     def returncode(self):
         return self.proc.returncode
-
-
-def _over_quota_reason(used: int, n: int, limit_files: int, max_bytes: int, max_files: int) -> str:
-    return (f"it wrote more into its folder than a submission may ({max_bytes / 2**30:.3g} GiB, {max_files} "
-            f"files): {used / 2**30:.3g} GiB in {n}{'+' if n > limit_files else ''} files")
 
 
 def _group_running(pgid: int) -> bool:
