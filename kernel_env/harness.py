@@ -332,7 +332,12 @@ def poison_(t: torch.Tensor) -> None:
 NO_COUNTER = b"/kernel_env_no_counter"
 
 
-def make_slots(specs: list, n: int, device: torch.device, folder: Path) -> tuple[list, list, list]:
+def slot_pool(device: torch.device):
+    """A memory pool of the caching allocator for one evaluation's CUDA slots (make_slots); None on the CPU."""
+    return torch.cuda.MemPool() if device.type == "cuda" else None
+
+
+def make_slots(specs: list, n: int, device: torch.device, folder: Path, pool=None) -> tuple[list, list, list]:
     """TRUSTED side: n sets of output slots shaped like the reference outputs, poisoned; (tensors,
     wire: what the candidate gets, counters: see below).
 
@@ -346,17 +351,26 @@ def make_slots(specs: list, n: int, device: torch.device, folder: Path) -> tuple
     cannot lower the count of a block it still maps), nothing to wait for (the slots are made
     before the wire is sent), and `counters` holds what the owner releases itself once the candidate
     has exited: release_slot_users.
+
+    A CUDA IPC handle maps the whole segment its block was cut from, not the block alone: a candidate
+    can reach every byte of it. So the slots come from `pool` (slot_pool: one per evaluation), whose
+    segments hold nothing else: not the owner's other tensors (the reference's outputs it compares
+    with, its model), not another evaluation's slots.
     """
     import base64
     import pickle
+    from contextlib import nullcontext
     from torch.multiprocessing.reductions import reduce_tensor
+    if device.type == "cuda" and pool is None:
+        raise ValueError("CUDA slots need a memory pool of their own (slot_pool)")
     tensors, wire, counters = [], [], []
     for i in range(n):
         row_t, row_w = [], []
         for k, sp in enumerate(specs):
             dtype, shape = DTYPES[sp["dtype"]], sp["shape"]
             if device.type == "cuda":
-                t = torch.empty(shape, dtype=dtype, device=device)
+                with torch.cuda.use_mem_pool(pool, device) if pool is not None else nullcontext():
+                    t = torch.empty(shape, dtype=dtype, device=device)
                 fn, args = reduce_tensor(t)
                 args = list(args)
                 if args[11] is not None:  # rebuild_cuda_tensor's ref_counter_handle, ref_counter_offset

@@ -984,6 +984,67 @@ def test_the_reference_worker_checks_the_trials_before_the_timing_and_compare_do
     assert got["mismatch"]["trial"] == 3 and got["rows"] == 3
 
 
+def test_a_prepare_beside_the_end_of_another_evaluation_waits_rather_than_time_or_shrink(tmp_path, monkeypatch):
+    """The reference worker's "prepare" marked "beside" (the evaluation before it on the device has not
+    ended) answers "wait" when it would time the reference for a profile not made yet, or when the
+    slots would be fewer than with the memory that evaluation still holds; else it makes the slots as
+    usual, and each evaluation keeps its own."""
+    import hashlib
+    from kernel_env.judge import reference_worker as rw
+    task = tmp_path / "relu.py"
+    task.write_text((ROOT / "kernel_env/data/small_tasks/level1/1_Small_ReLU.py").read_text())
+    dev = torch.device("cpu")
+    req = {"device": "cpu", "cache_dir": str(tmp_path / "cache"), "cpu_threads": 1, "l2_flush_bytes": 1 << 20,
+           "timing": {"warmup": 1, "warmup_s": 0.0, "min_calls": 3, "max_calls": 5, "budget_s": 0.05,
+                      "stable_rel": 0.5}, "tolerance": TOL, "task_id": "t/relu", "task_path": str(task),
+           "source_sha": hashlib.sha256(task.read_bytes()).hexdigest()[:16], "seeds": [1, 2, 3, 4, 5],
+           "init_seed": 7, "timing_sets": 2}
+    name = rw.device_name(dev)
+    peaks = rw.get_peaks(tmp_path / "cache", dev, name)
+
+    def prepare(held, k, **more):
+        (tmp_path / f"slots{k}").mkdir(exist_ok=True)
+        return rw.handle("prepare", {**req, "slot_dir": str(tmp_path / f"slots{k}"), **more}, req, dev, name,
+                         peaks, held)
+    first, second, third = {}, {}, {}
+    assert prepare(first, 1, beside=True) == {"ok": True, "task_id": "t/relu", "wait": "profile"}
+    assert first == {} and not (tmp_path / "cache" / "profiles").exists()  # nothing timed, nothing made
+    made = prepare(first, 1)  # after the evaluation before it: the profile is timed
+    assert made["trial_rows"] == 5 and len(made["slots"]) == 7
+    beside = prepare(second, 2, beside=True)  # the profile is known now: slots of its own, beside the first's
+    assert beside["trial_rows"] == 5 and beside["slots"] != made["slots"] and len(first["slots"]) == 7
+    monkeypatch.setattr(rw, "slot_plan", lambda req, prof, device: (3, 2))  # memory still held by another
+    assert prepare(third, 3, beside=True)["wait"] == "memory" and "slots" not in third
+    assert prepare(third, 3)["trial_rows"] == 3  # after it: the slots that fit
+
+
+@slow
+def test_a_reference_worker_that_holds_too_much_ends_after_the_evaluations_it_serves(cache_dir):
+    """A worker retired (it kept more memory than it may) serves no new evaluation, and ends only once
+    the last one it serves is done: never under an evaluation still using it."""
+    from kernel_env.judge.reference import common_request
+    judge = make_judge(cache_dir)
+    refs = judge.references
+
+    async def main():
+        try:
+            req = common_request(judge.cfg)
+            a = await refs.hold(0, req)
+            b = await refs.hold(0, req)  # a second evaluation beside the first
+            assert a is b
+            refs.retire(0, a)
+            fresh = await refs.get(0, req)  # the next evaluations get a worker of their own
+            assert fresh is not a
+            await refs.done_with(0, a)
+            alive_with_one = a.returncode is None
+            ok = (await refs.ask(a, {"mode": "release", "device": "cpu", "eval": "x"}))["ok"]
+            await refs.done_with(0, b)
+            return alive_with_one, ok, a.returncode is not None, fresh.returncode is None
+        finally:
+            await judge.aclose()
+    assert asyncio.run(main()) == (True, True, True, True)
+
+
 def test_slots_and_timing_sets_shrink_to_the_devices_free_memory(monkeypatch):
     """reference_worker.slot_plan on a GPU (its memory readings stood in for: this box has none): all
     five trial slots and two timing sets while they fit, then fewer trial slots, then one timing set;

@@ -262,13 +262,64 @@ def test_the_judge_clocks_the_whole_slot(cache_dir):
     v = Judge(cfg).evaluate_sync("level1/1_Small_ReLU", submission("relu_ok.py"))
     assert v.correct, v.feedback
     tm = v.timings
-    parts = ("prepare_s", "outputs_s", "timed_s", "done_s", "close_s", "reference_s")
-    assert all(tm[k] >= 0 for k in parts), tm
+    parts, tail = ("prepare_s", "outputs_s", "timed_s", "done_s"), ("close_s", "reference_s")
+    assert all(tm[k] >= 0 for k in parts + tail), tm
     check = v.details["ref_phases"]["check"]["s"]
-    # the parts follow each other inside the slot, and the slot is inside the evaluation
+    # the parts follow each other inside the slot, the candidate's end and the compare after it, and
+    # both are inside the evaluation
     assert sum(tm[k] for k in parts) + check <= tm["slot_s"] + 0.01
-    assert tm["slot_s"] <= time.monotonic() - t0
+    assert sum(tm[k] for k in tail) <= tm["tail_s"] + 0.01
+    assert tm["slot_s"] + tm["tail_s"] <= time.monotonic() - t0
     # the run process's timing: its warm-up is part of it
     ph = v.details["run_phases"]
     assert ph["warmup_calls"] >= cfg.warmup_calls and 0 < ph["warmup_s"] <= ph["timing_s"]
     assert tm["timed_s"] >= ph["warmup_s"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overlap", [True, False])
+def test_the_next_evaluation_runs_beside_the_end_of_the_one_before_and_is_timed_after_it(cache_dir, monkeypatch,
+                                                                                        overlap):
+    """Two evaluations queued for one device. With overlap_tail the second one prepares and runs its
+    trials while the first one's candidate ends and its rechecks are compared (its tail), and is timed
+    only after that tail; without it, nothing of the second one starts before the first has ended."""
+    from kernel_env.judge.devices import Turn
+    events = []
+    end_tail, prepare, before_timing = Turn.end_tail, Judge._prepare, Judge._before_timing
+
+    def spy_end_tail(turn):
+        if not turn.tail.done():
+            events.append(("tail end", turn, time.monotonic()))
+        end_tail(turn)
+
+    async def spy_prepare(self, ref, turn, *a):
+        events.append(("prepare", turn, time.monotonic()))
+        return await prepare(self, ref, turn, *a)
+
+    async def spy_before_timing(self, gpu, busy, turn=None):
+        change = await before_timing(self, gpu, busy, turn)
+        events.append(("timing", turn, time.monotonic()))
+        return change
+    monkeypatch.setattr(Turn, "end_tail", spy_end_tail)
+    monkeypatch.setattr(Judge, "_prepare", spy_prepare)
+    monkeypatch.setattr(Judge, "_before_timing", spy_before_timing)
+    judge = Judge(JudgeConfig(device="cpu", cache_dir=cache_dir, build_slots=1, timing_budget_s=0.3,
+                              overlap_tail=overlap, work_dir=tempfile.mkdtemp(prefix="kernel_env_test_work_")))
+
+    async def main():
+        try:
+            return await asyncio.gather(*(judge.evaluate("level1/1_Small_ReLU", submission("relu_ok.py"))
+                                          for _ in range(2)))
+        finally:
+            await judge.aclose()
+    vs = asyncio.run(main())
+    assert all(v.correct for v in vs), [v.feedback for v in vs]
+    first, second = sorted({turn for _, turn, _ in events}, key=lambda turn: next(
+        t for what, x, t in events if x is turn and what == "prepare"))
+    at = {(what, turn): t for what, turn, t in events}
+    assert at[("timing", second)] >= at[("tail end", first)]
+    if overlap:  # the second one was prepared (its trials run) while the first one ended
+        assert at[("prepare", second)] < at[("tail end", first)]
+    else:
+        assert at[("prepare", second)] >= at[("tail end", first)]
+    assert all(v.timings["tail_s"] >= v.timings["close_s"] for v in vs)

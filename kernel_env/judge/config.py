@@ -21,6 +21,10 @@ class JudgeConfig:
     # evaluations per device that hold a run process at once (the one measuring included): the others
     # get theirs ready (the task imported) while it measures
     staged_runners: int = 4
+    # the device's next evaluation starts as soon as a candidate is timed: its trials and their check
+    # run while this one's candidate ends and its rechecks are compared; its timing waits for that
+    # (judge/devices.py, Turn). Off: one evaluation after the other, the end included
+    overlap_tail: bool = True
     # idle run processes kept per device (torch imported, CUDA context made, ~0.6 GB of GPU memory each;
     # one on the CPU device). Under load one starts in ~8 s on the H200 box and each evaluation takes
     # one, so this many starting at once caps evaluations at about idle_runners x 7.5 a minute; with 8,

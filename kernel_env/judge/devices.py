@@ -1,7 +1,7 @@
 """TRUSTED: the device slots. One measurement per device at a time, and the windows that keep a run
 process's first GPU work out of another candidate's timing.
 
-Per device: a lock (the slot: candidate code runs on a GPU only while it holds it), how many
+Per device: a lock (the slot: one candidate run and timed at a time), how many
 evaluations are headed there (to pick the least loaded device and to know when nobody waits), how
 long the slot was held, and a gate with three counts: candidates being run or timed ("timing"),
 timings about to start ("want"), run processes with a warm-up step under way ("warming").
@@ -11,6 +11,12 @@ step begins inside a candidate's run). Its process is then stopped (SIGSTOP) unt
 process is the judge's own code still (no submission is loaded before it has warmed up), and a
 stopped process puts no GPU work beside the timed calls. Signals reach a process from user space only
 between system calls, so none is stopped inside a driver call.
+
+An evaluation's end (its candidate killed and gone, the reference worker's compare of the rechecks)
+is its tail. A holder may hand its tail on (`Turn.hand_on`): the slot then goes to the next
+evaluation as soon as its own candidate is timed, and the next one's trials and their check run while
+the tail does; its timing waits for the tail to end (`Turn.after_previous`). No timing ever has other
+evaluations' GPU work beside it: the tail's candidate is gone and its compare done before it starts.
 """
 from __future__ import annotations
 
@@ -23,9 +29,41 @@ from contextlib import asynccontextmanager
 from .deadlines import start_time
 
 
+class Turn:
+    """One holding of a device's slot. `previous`: the tail of the evaluation before it (done when that
+    one ended inside its slot); `tail`: this one's, which the next holder waits for before its timing."""
+
+    def __init__(self, previous: asyncio.Future | None, tail: asyncio.Future):
+        self.previous, self.tail = previous, tail
+        self.handed_on = False
+
+    def hand_on(self) -> None:
+        """This holder ends its tail after the slot (end_tail): the next holder starts beside it."""
+        self.handed_on = True
+
+    def previous_running(self) -> bool:
+        # a tail of another event loop (a Judge used from several loops, evaluate_sync) ended with its loop
+        return self.previous is not None and not self.previous.done() \
+            and self.previous.get_loop() is asyncio.get_running_loop()
+
+    async def after_previous(self) -> float:
+        """Wait until the previous evaluation's tail has ended (not cancelled by our own cancellation).
+        Returns the seconds waited."""
+        t = time.monotonic()
+        if self.previous_running():
+            await asyncio.wait({self.previous})
+        return time.monotonic() - t
+
+    def end_tail(self) -> None:
+        if not self.tail.done():
+            self.tail.set_result(None)
+
+
 class DeviceSlots:
     def __init__(self, devices: tuple):
         self.locks = {g: asyncio.Lock() for g in devices}
+        # the tail of the device's last holder (Turn): the next holder's timing waits for it
+        self.tails: dict = {g: None for g in devices}
         self.pending = {g: 0 for g in devices}  # evaluations headed to the device, the one measuring included
         self.busy_s = {g: 0.0 for g in devices}
         # when the device's slot was last let go, and how long it stood free before its holder took it:
@@ -45,13 +83,18 @@ class DeviceSlots:
 
     @asynccontextmanager
     async def slot(self, gpu: int):
-        """The device's exclusive slot; the time it is held counts as busy."""
+        """The device's exclusive slot, as a Turn; the time it is held counts as busy. A holder that
+        did not hand its tail on has ended it when the slot is let go."""
         async with self.locks[gpu]:
             t = time.monotonic()
             self.free_before_s[gpu] = t - self.released_at[gpu]
+            turn = Turn(self.tails[gpu], asyncio.get_running_loop().create_future())
+            self.tails[gpu] = turn.tail
             try:
-                yield
+                yield turn
             finally:
+                if not turn.handed_on:
+                    turn.end_tail()
                 self.released_at[gpu] = time.monotonic()
                 self.busy_s[gpu] += self.released_at[gpu] - t
 
@@ -135,10 +178,10 @@ async def queued(stats: dict, counter: str, slot):
     stats[counter] += 1
     waiting = True
     try:
-        async with slot:
+        async with slot as held:
             stats[counter] -= 1
             waiting = False
-            yield
+            yield held
     finally:
         if waiting:
             stats[counter] -= 1

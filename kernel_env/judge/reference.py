@@ -1,10 +1,11 @@
 """TRUSTED: the judge's side of its reference workers (reference_worker.py), one per device.
 
 A worker never sees candidate code. It is started (and warmed: CUDA context, the kernels of compare)
-when first needed or after a failure, serves one evaluation at a time inside the device slot, and
-holds no device memory between evaluations. The evaluations of one device share it: no torch import
-and CUDA context per evaluation. Its failures are the judge's (JudgeInternalError), never the
-candidate's.
+when first needed or after a failure, and holds no device memory between evaluations. The
+evaluations of one device share it: no torch import and CUDA context per evaluation. Two of them
+may be under way at once (the next one's trials are checked while the one before it is compared:
+devices.py, Turn); their requests go one at a time, each named by its evaluation. Its failures are
+the judge's (JudgeInternalError), never the candidate's.
 """
 from __future__ import annotations
 
@@ -56,13 +57,17 @@ def task_request(task: Task) -> dict:
 
 
 async def ask(ref: Proc, req: dict, timeout: float) -> dict:
-    """One request to a reference worker. `asking` stays set when the wait is cancelled: the answer
-    still to come belongs to no one."""
-    ref.asking = True
-    if not await ref.send(json.dumps(req)):
-        raise JudgeInternalError("reference worker died: " + ref.output()[-1500:])
-    msg = await ref.next_message(timeout)
-    ref.asking = False
+    """One request to a reference worker, after any other evaluation's request to it has been answered.
+    `asking` stays set when the wait is cancelled: the answer still to come belongs to no one, and the
+    worker answers nobody any more (the judge ends it)."""
+    async with ref.ask_lock:
+        if ref.asking:
+            raise JudgeInternalError("reference worker: an answer to a cancelled request is still due")
+        ref.asking = True
+        if not await ref.send(json.dumps(req)):
+            raise JudgeInternalError("reference worker died: " + ref.output()[-1500:])
+        msg = await ref.next_message(timeout)
+        ref.asking = False
     if msg.get("event") in P.READER_EVENTS:
         raise JudgeInternalError(f"reference worker {msg.get('event')}: " + ref.output()[-1500:])
     if not msg.get("ok"):
@@ -76,6 +81,10 @@ class ReferenceWorkers:
     def __init__(self, cfg: JudgeConfig, devices: tuple, work_root: Path, env: ProcessEnv):
         self.cfg, self.work_root, self.env = cfg, work_root, env
         self.workers: dict[int, Proc | None] = {g: None for g in devices}
+        # evaluations under way per worker (hold / done_with), and workers that serve no new ones: each
+        # ends once its last evaluation is done (retire)
+        self.users: dict[Proc, int] = {}
+        self.retiring: set[Proc] = set()
         self._locks: dict[int, tuple] = {}  # device -> (event loop, lock around starting its worker)
         self._ahead: set[asyncio.Task] = set()  # workers being started by start_ahead()
         self._stopping = False
@@ -108,6 +117,28 @@ class ReferenceWorkers:
                     raise
         return w
 
+    async def hold(self, gpu: int, ref_req: dict) -> Proc:
+        """The device's worker for one evaluation, until done_with."""
+        w = await self.get(gpu, ref_req)
+        self.users[w] = self.users.get(w, 0) + 1
+        return w
+
+    async def done_with(self, gpu: int, ref: Proc) -> None:
+        n = self.users.get(ref, 0) - 1
+        if n > 0:
+            self.users[ref] = n
+            return
+        self.users.pop(ref, None)
+        if ref in self.retiring:
+            await self.drop(gpu, ref)
+
+    def retire(self, gpu: int, ref: Proc) -> None:
+        """The worker holds memory it should not (REFERENCE_HELD_MAX): the next evaluations get a fresh
+        one; this one ends with the last evaluation it serves (done_with), not under another one."""
+        if self.workers.get(gpu) is ref:
+            self.workers[gpu] = None
+        self.retiring.add(ref)
+
     def start_ahead(self, gpu: int) -> None:
         """Start the device's worker in the background (no task yet: the warm-up imports none)."""
         t = asyncio.ensure_future(self._start_ahead(gpu))
@@ -121,27 +152,28 @@ class ReferenceWorkers:
             if not self._stopping:
                 log.warning("could not start the reference worker of device %s ahead: %s", gpu, e)
 
-    async def release(self, gpu: int, ref: Proc) -> None:
+    async def release(self, gpu: int, ref: Proc, evaluation: str) -> None:
         """The worker lets go of an evaluation's slots (the candidate failed before compare); if it
         cannot (a candidate that died holding them), it ends, and its memory with it."""
         try:
-            res = await self.ask(ref, {"mode": P.RELEASE, "device": self.cfg.device}, timeout=60)
+            res = await self.ask(ref, {"mode": P.RELEASE, "device": self.cfg.device, "eval": evaluation}, timeout=60)
             if res.get("held_bytes", 0) > REFERENCE_HELD_MAX:
-                await self.drop(gpu, ref)
+                self.retire(gpu, ref)
         except JudgeInternalError:
             await self.drop(gpu, ref)
 
-    async def let_go(self, gpu: int, ref: Proc) -> None:
+    async def let_go(self, gpu: int, ref: Proc, evaluation: str) -> None:
         """After an evaluation whose worker did not give its memory back (no compare): a worker cancelled
         while it worked goes (its answer would be read as the next request's), else it releases."""
         if ref.asking:
             await self.drop(gpu, ref)
         else:
-            await self.release(gpu, ref)
+            await self.release(gpu, ref, evaluation)
 
     async def drop(self, gpu: int, ref: Proc) -> None:
         if self.workers.get(gpu) is ref:
             self.workers[gpu] = None
+        self.retiring.discard(ref)
         await discard(ref)
 
     async def stop(self) -> None:
@@ -151,5 +183,7 @@ class ReferenceWorkers:
             for gpu, w in list(self.workers.items()):
                 if w is not None:
                     await self.drop(gpu, w)
+            for w in list(self.retiring):
+                await self.drop(-1, w)
             await asyncio.gather(*self._ahead, return_exceptions=True)
         self._stopping = False

@@ -18,8 +18,11 @@ Reads one JSON request per line on stdin and answers one JSON line per result on
   {"mode": "release"}        the candidate failed: the slots are given back without a comparison
   {"mode": "profile", "tasks": [...]}   profiles only, one answer line per task (the roofline table).
 
-The judge keeps one worker per device for all the evaluations measured there (one at a time); it
-holds no device memory between them.
+The judge keeps one worker per device for all the evaluations measured there. Requests name their
+evaluation ("eval"): the next one prepares and has its trials checked while the one before it is
+compared. A "prepare" marked "beside" (the evaluation before it has not ended yet) answers "wait"
+instead when it would have to time the reference or shrink the slots for memory not back yet. No
+device memory is held between evaluations.
 """
 from __future__ import annotations
 
@@ -398,6 +401,12 @@ def slot_plan(req: dict, prof: dict, device: torch.device) -> tuple[int, int]:
 MEMORY_MARGIN = 1 << 30
 
 
+def full_plan(req: dict) -> tuple[int, int]:
+    """slot_plan's answer when memory is no limit."""
+    n, fixed = len(req["seeds"]), req.get("trial_rows") or 0
+    return (max(1, min(n, int(fixed))) if fixed else n), req["timing_sets"]
+
+
 def check_trials(req: dict, task_mod, device: torch.device, held: dict, phases: dict) -> dict:
     """A batch of trials' slots against the reference (`trials`: their output headers, the first of them
     trial `first`), before the candidate is timed (it waits, alive: wrong outputs are never timed).
@@ -489,7 +498,10 @@ class _Clock:
 
 def main() -> int:
     fd = int(sys.argv[1])
-    held = {}  # the slots of the current evaluation, between "prepare" and "compare"
+    # per evaluation (the judge's id in "eval"), its slots and the rest it holds between "prepare" and
+    # "compare" (or "release"): the next evaluation on the device prepares and has its trials checked
+    # while the one before it ends and is compared (judge/devices.py, Turn)
+    evals: dict[str, dict] = {}
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -513,8 +525,8 @@ def main() -> int:
             harness.emit(fd, res)
             continue
         if req["mode"] == P.RELEASE:  # the candidate failed before compare: its slots go
-            drop_slots(held)
-            harness.emit(fd, _give_back(device, {"ok": True}))
+            drop_slots(evals.pop(req.get("eval", ""), {}))
+            harness.emit(fd, _give_back(device, {"ok": True}, evals))
             continue
         try:
             peaks = get_peaks(Path(req["cache_dir"]), device, name)
@@ -522,6 +534,7 @@ def main() -> int:
             harness.emit(fd, {"ok": False, "error": f"measuring device peaks failed: {e}"})
             continue
         mode = req["mode"]
+        held = {} if mode == P.PROFILE else evals.setdefault(req.get("eval", ""), {})
         for t in (req["tasks"] if mode == P.PROFILE else [req]):
             for attempt in range(OOM_RETRIES + 1):
                 try:
@@ -538,8 +551,10 @@ def main() -> int:
                 except Exception as e:
                     res = {"ok": False, "task_id": t.get("task_id"), "error": _exc_line(e)}
                     break
+            if mode == P.COMPARE:
+                evals.pop(req.get("eval", ""), None)  # its slots went in handle()
             # a check frees its own memory (the evaluation goes on); the others end a use of the device
-            harness.emit(fd, res if mode in (P.PREPARE, P.CHECK) else _give_back(device, res))
+            harness.emit(fd, res if mode in (P.PREPARE, P.CHECK) else _give_back(device, res, evals))
     return 0
 
 
@@ -551,20 +566,31 @@ def drop_slots(held: dict) -> None:
     held.clear()
 
 
-def _give_back(device: torch.device, res: dict) -> dict:
+def _give_back(device: torch.device, res: dict, evals: dict) -> dict:
     """After a request that ends an evaluation's use of the device: its memory goes back, and the
-    answer says how much this worker still holds. Whatever stays (a block torch still counts as
-    shared, memory a leak keeps): the judge then ends this worker, and its memory with it, before
-    the next measurement."""
+    answer says how much this worker still holds beyond what the evaluations still under way
+    (`evals`) hold. Whatever stays (a block torch still counts as shared, memory a leak keeps): the
+    judge then has a fresh worker serve the next evaluations, and ends this one, and its memory with
+    it, once those under way are done."""
     if device.type == "cuda":
         t = time.monotonic()
         gc.collect()
         torch.cuda.ipc_collect()  # shared blocks whose users are all released (drop_slots)
         torch.cuda.empty_cache()
-        res["held_bytes"] = torch.cuda.memory_reserved(device)
+        live = sum(_bytes_held(h) for h in evals.values())
+        res["held_bytes"] = max(0, torch.cuda.memory_reserved(device) - live)
         if isinstance(res.get("phases"), dict):
             res["phases"]["give_back_s"] = round(time.monotonic() - t, 4)
     return res
+
+
+def _bytes_held(held: dict) -> int:
+    """The device memory an evaluation under way holds here: its slots and its reference model."""
+    tensors = [t for row in held.get("slots") or [] for t in row]
+    model = held.get("model")
+    if model is not None:
+        tensors += list(model.parameters()) + list(model.buffers())
+    return sum(t.untyped_storage().nbytes() for t in tensors if t.is_cuda)
 
 
 OOM_RETRIES = 6  # about 10 s in all
@@ -592,20 +618,28 @@ def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks
         drop_slots(held)  # the slots go: empty_cache gives their memory back before we answer
         return res
     t0 = time.monotonic()
+    if mode == P.PREPARE and req.get("beside") and _read_json(_profile_path({**req, **t}, name, device)) is None:
+        # the reference is timed to make a profile: never beside another evaluation's GPU work
+        return {"ok": True, "task_id": t["task_id"], "wait": "profile"}
     prof = get_profile({**req, **t}, task_mod, device, name, peaks, extras=mode == P.PREPARE)
     res = {"ok": True, "task_id": t["task_id"], "profile": prof, "peaks": peaks}
     if mode == P.PREPARE:
-        drop_slots(held)  # an earlier evaluation's, if nothing ended it (its candidate is gone)
-        held["prof"] = prof
+        drop_slots(held)  # an earlier prepare of this evaluation's
         t1 = time.monotonic()
+        k, sets = slot_plan(req, prof, device)
+        if req.get("beside") and (k, sets) != full_plan(req):
+            # beside the previous evaluation's end, whose memory is not back yet: the judge waits for
+            # it and asks again, rather than shrink this evaluation's slots for nothing
+            return {"ok": True, "task_id": t["task_id"], "wait": "memory"}
+        held["prof"] = prof
         # source_sha is the judge's hash of the problem file: when it is taken before the
         # candidate starts, an edit made while the submission was imported shows here
         sha = _file_sha(t["task_path"])
         held["task_sha"] = sha if sha and sha.startswith(str(t.get("source_sha", ""))) else None
-        k, sets = slot_plan(req, prof, device)
         held["trial_rows"], held["timing_sets"] = res["trial_rows"], res["timing_sets"] = k, sets
+        held["pool"] = harness.slot_pool(device)  # segments that hold these slots and nothing else
         held["slots"], held["wire"], held["counters"] = harness.make_slots(prof["outputs"], k + sets, device,
-                                                                           Path(req["slot_dir"]))
+                                                                           Path(req["slot_dir"]), held["pool"])
         # the judge forwards the slots, the trials' input distributions, trial_rows and timing_sets to
         # the candidate
         held["dists"] = res["dists"] = choose_dists({**req, "timing_sets": sets}, prof)

@@ -172,7 +172,8 @@ class Judge:
         try:
             ref = await Proc.start(WORKER, workdir, self.env(workdir, gpu, trusted=True), self.cfg.output_cap_bytes)
             out = []
-            async with self.slots.slot(gpu):
+            async with self.slots.slot(gpu) as turn:
+                await turn.after_previous()  # the reference is timed: the evaluation before has ended
                 await ref.send(json.dumps({"mode": P.PROFILE, **common_request(self.cfg),
                                            "tasks": [task_request(t) for t in tasks]}))
                 for t in tasks:
@@ -299,11 +300,15 @@ class Judge:
                        pch_dir: str | None) -> Verdict:
         """The run stage: a run process from the pool gets the submission and the plan while the
         evaluations ahead are measured; in the device slot the reference worker hands out output slots,
-        the candidate runs its trials (checked before any timing) and is timed, and the worker compares
-        the rechecks. Whatever holds device memory is gone before the next measurement starts."""
+        the candidate runs its trials (checked before any timing) and is timed. Then the slot goes to
+        the next evaluation while this one ends (its candidate killed and gone, the rechecks compared):
+        the next one's trials and their check run beside that, and its timing waits for it
+        (devices.Turn; JudgeConfig.overlap_tail). Whatever holds device memory is gone before the next
+        timing starts."""
         cfg = self.cfg
-        cand = ref = None
-        released = False  # the reference worker has given its device memory back
+        cand = ref = turn = run = t_free = None
+        released = False  # the reference worker has given the evaluation's device memory back
+        ref_req = {**ref_req, "eval": secrets.token_hex(8)}  # the worker's name for this evaluation's state
         try:
             t_q = time.monotonic()
             async with queued(self._stats, "waiting_device", self._staged[gpu]):
@@ -325,91 +330,109 @@ class Judge:
                 if ready.get("event") != P.READY:
                     raise JudgeInternalError("the run process did not start: " + str(ready.get("event"))
                                              + " " + cand.output()[-1500:])
-                async with queued(self._stats, "waiting_device", self.slots.slot(gpu)):
-                    try:
-                        v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
-                        self._stats["device_wait_s_total"] += v.timings["queue_s"]
-                        t_r = time.monotonic()
-                        ref = await self.references.get(gpu, ref_req)
-                        # init_seed too: the input distributions are checked on the model that COMPARE will use
-                        prep = await self.references.ask(ref, {"mode": P.PREPARE, **ref_req,
-                                                               "slot_dir": str(cand.workdir / "slots")})
-                        v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
-                        # from "go" on the submission runs: what it writes into its folder is bounded
-                        # (the CPU output slots are in it already, and not counted)
-                        cand.watch_folder(cand.workdir, cfg.folder_quota_bytes, cfg.folder_quota_files)
-                        v.details["ref_phases"] = {"prepare": prep.get("phases")}
-                        t_c = time.monotonic()
-                        quiet = self._quiet_timing(gpu)
-                        if quiet:
-                            v.details["quiet_timing"] = quiet
-                        busy = None if quiet else self._busy_timing(gpu)
-                        if busy:
-                            v.details["busy_timing"] = busy
+                async with queued(self._stats, "waiting_device", self.slots.slot(gpu)) as turn:
+                    turn.hand_on()  # this evaluation's end and compare come after the slot (finally, below)
+                    if not cfg.overlap_tail:  # nothing of this one beside the end of the one before
+                        await turn.after_previous()
+                    v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
+                    self._stats["device_wait_s_total"] += v.timings["queue_s"]
+                    t_r = time.monotonic()
+                    ref = await self.references.hold(gpu, ref_req)
+                    prep = await self._prepare(ref, turn, ref_req, cand, v)
+                    v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
+                    # from "go" on the submission runs: what it writes into its folder is bounded
+                    # (the CPU output slots are in it already, and not counted)
+                    cand.watch_folder(cand.workdir, cfg.folder_quota_bytes, cfg.folder_quota_files)
+                    t_c = time.monotonic()
+                    quiet = self._quiet_timing(gpu)
+                    if quiet:
+                        v.details["quiet_timing"] = quiet
+                    busy = None if quiet else self._busy_timing(gpu)
+                    if busy:
+                        v.details["busy_timing"] = busy
 
-                        async def check(trials, first):
-                            return await self.references.ask(ref, {"mode": P.CHECK, **ref_req, "trials": trials,
-                                                                   "first": first})
+                    async def check(trials, first):
+                        return await self.references.ask(ref, {"mode": P.CHECK, **ref_req, "trials": trials,
+                                                               "first": first})
 
-                        # no run process starts its GPU work while this candidate runs; when nobody
-                        # waits for the device, the ones already warming up finish first
-                        async with self.slots.timing_window(gpu, cfg.quiet_warm_wait_s if quiet else 0.0):
-                            # each step's deadline from the reference's time per call (deadlines.py)
-                            run = await drive(cand, prep["slots"], cfg, quiet or busy, check,
-                                              t_ref_ms=prep["profile"].get("t_ref_ms"),
-                                              untrusted_roots=deadlines.untrusted_roots(cfg, self.work_root),
-                                              dists=prep.get("dists"), trial_rows=prep.get("trial_rows"),
-                                              timing_sets=prep.get("timing_sets"),
-                                              before_timing=lambda: self._before_timing(gpu, busy))
-                        t_x = time.monotonic()
-                        await self._end(cand)  # the candidate is gone before the rest is compared
-                        v.timings["run_s"] = round(time.monotonic() - t_c, 3)
-                        # the judge's clock of the run inside the slot (run_stage.drive) and the
-                        # candidate's end: its process group gone, its device memory given back
-                        v.timings.update({f"{k}_s": x for k, x in (run.clock or {}).items()})
-                        v.timings["close_s"] = round(time.monotonic() - t_x, 3)
-                        if run.check:
-                            v.details["ref_phases"]["check"] = run.check
-                        if run.phases:
-                            v.details["run_phases"] = run.phases
-                        if run.failure:
-                            if run.failure.stage == Stage.BUILD.value:
-                                self.builds.forget(source, pch_dir)
-                            v.stage, v.error_kind = run.failure.stage, run.failure.kind
-                            v.feedback = run.failure.feedback
-                            v.details.update(run.failure.details)
-                            return v
-                        t_c = time.monotonic()
-                        held = 0
-                        if run.mismatch:  # a trial's outputs were wrong: not timed, nothing more to compare
-                            passed, mismatch = run.passed, run.mismatch
-                        else:
-                            res = await self.references.ask(ref, {"mode": P.COMPARE, **ref_req, "trials": run.trials,
-                                                                  "rechecks": run.rechecks})
-                            v.details["ref_phases"]["compare"] = res.get("phases")
-                            released = True  # the worker gave back the slots' memory before answering
-                            passed, mismatch = res["compare"]["passed"], res["compare"]["mismatch"]
-                            held = res.get("held_bytes", 0)
-                        self._profiles[task.task_id] = prep["profile"]
-                        v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
-                        self._stats["measures"] += 1
-                        self._stats["measure_s_total"] += time.monotonic() - t_r
-                        if held > REFERENCE_HELD_MAX:
-                            await asyncio.shield(self.references.drop(gpu, ref))
-                    except JudgeInternalError:
-                        if ref is not None:  # its state is unknown: the next evaluation gets a fresh one
-                            await asyncio.shield(self.references.drop(gpu, ref))
-                            ref = None
-                        raise
-                    finally:  # what holds device memory is gone before the next measurement starts
-                        await asyncio.shield(self._end(cand))
-                        if ref is not None and not released:
-                            await asyncio.shield(self.references.let_go(gpu, ref))
-                        v.timings["slot_s"] = round(time.monotonic() - t_r, 3)  # held from here to the release
+                    # no run process starts its GPU work while this candidate runs; when nobody
+                    # waits for the device, the ones already warming up finish first
+                    async with self.slots.timing_window(gpu, cfg.quiet_warm_wait_s if quiet else 0.0):
+                        # each step's deadline from the reference's time per call (deadlines.py)
+                        run = await drive(cand, prep["slots"], cfg, quiet or busy, check,
+                                          t_ref_ms=prep["profile"].get("t_ref_ms"),
+                                          untrusted_roots=deadlines.untrusted_roots(cfg, self.work_root),
+                                          dists=prep.get("dists"), trial_rows=prep.get("trial_rows"),
+                                          timing_sets=prep.get("timing_sets"),
+                                          before_timing=lambda: self._before_timing(gpu, busy, turn))
+                    v.timings["run_s"] = round(time.monotonic() - t_c, 3)
+                    # the judge's clock of the run inside the slot (run_stage.drive)
+                    v.timings.update({f"{k}_s": x for k, x in (run.clock or {}).items()})
+                    v.timings["slot_s"] = round(time.monotonic() - t_r, 3)  # held from here to the release
+                # the tail: the candidate is gone before the rest is compared
+                t_x = t_free = time.monotonic()
+                await self._end(cand)
+                v.timings["close_s"] = round(time.monotonic() - t_x, 3)
+                if run.check:
+                    v.details["ref_phases"]["check"] = run.check
+                if run.phases:
+                    v.details["run_phases"] = run.phases
+                if run.failure:
+                    if run.failure.stage == Stage.BUILD.value:
+                        self.builds.forget(source, pch_dir)
+                    v.stage, v.error_kind = run.failure.stage, run.failure.kind
+                    v.feedback = run.failure.feedback
+                    v.details.update(run.failure.details)
+                    return v
+                t_c = time.monotonic()
+                if run.mismatch:  # a trial's outputs were wrong: not timed, nothing more to compare
+                    passed, mismatch = run.passed, run.mismatch
+                else:
+                    res = await self.references.ask(ref, {"mode": P.COMPARE, **ref_req, "trials": run.trials,
+                                                          "rechecks": run.rechecks})
+                    v.details["ref_phases"]["compare"] = res.get("phases")
+                    released = True  # the worker gave back the slots' memory before answering
+                    passed, mismatch = res["compare"]["passed"], res["compare"]["mismatch"]
+                    if res.get("held_bytes", 0) > REFERENCE_HELD_MAX:
+                        self.references.retire(gpu, ref)
+                self._profiles[task.task_id] = prep["profile"]
+                v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
+                self._stats["measures"] += 1
+                self._stats["measure_s_total"] += time.monotonic() - t_r
             return finish(v, cfg, prep["profile"], passed, mismatch, run.times_ms, run.kernel_time)
+        except JudgeInternalError:
+            if ref is not None:  # its state is unknown: the next evaluation gets a fresh one
+                await asyncio.shield(self.references.drop(gpu, ref))
+                released = True
+            raise
         finally:
-            if cand is not None:
-                await asyncio.shield(discard(cand))
+            try:  # what holds device memory is gone before the next timing starts
+                if cand is not None:
+                    await asyncio.shield(self._end(cand))
+                if ref is not None:
+                    if not released:
+                        await asyncio.shield(self.references.let_go(gpu, ref, ref_req["eval"]))
+                    await asyncio.shield(self.references.done_with(gpu, ref))
+            finally:
+                if turn is not None:
+                    turn.end_tail()
+                if t_free is not None:  # the slot's release to the tail's end
+                    v.timings["tail_s"] = round(time.monotonic() - t_free, 3)
+                if cand is not None:
+                    await asyncio.shield(discard(cand))
+
+    async def _prepare(self, ref: Proc, turn, ref_req: dict, cand: Proc, v: Verdict) -> dict:
+        """The worker's PREPARE: the task's profile and the evaluation's output slots. Beside the end of
+        the evaluation before (its tail), unless that would time the reference or shrink the slots for
+        memory not back yet: then after it."""
+        req = {"mode": P.PREPARE, **ref_req, "slot_dir": str(cand.workdir / "slots")}
+        prep = await self.references.ask(ref, {**req, "beside": turn.previous_running()})
+        if prep.get("wait"):
+            v.timings["prepare_wait_s"] = round(await turn.after_previous(), 3)
+            v.details["prepare_waited_for"] = prep["wait"]
+            prep = await self.references.ask(ref, req)
+        v.details["ref_phases"] = {"prepare": prep.get("phases")}
+        return prep
 
     async def _end(self, cand: Proc) -> None:
         """Kill a run process and wait until all of it has exited (deadlines.end_process): a process
@@ -443,12 +466,15 @@ class Judge:
             return None
         return {"warmup_s": max(c.warmup_s, c.quiet_warmup_s), "min_wall_s": max(c.timing_min_wall_s, c.quiet_min_wall_s)}
 
-    async def _before_timing(self, gpu: int, busy: dict | None) -> dict:
-        """Just before a candidate is timed: run processes that began a warm-up step before its slot may
-        still be at it (none begins inside the slot). Wait for them a little
-        (JudgeConfig.timing_warm_wait_s), then stop those still at it until the run ends
-        (JudgeConfig.stop_warmers). If one could not be stopped, the warm-up does not stop on steady
-        calls (the step's GPU work may come after them) but lasts its whole time."""
+    async def _before_timing(self, gpu: int, busy: dict | None, turn=None) -> dict:
+        """Just before a candidate is timed: the evaluation before it has ended (its candidate gone, its
+        compare done). Run processes that began a warm-up step before its slot may still be at it (none
+        begins inside the slot). Wait for them a little (JudgeConfig.timing_warm_wait_s), then stop
+        those still at it until the run ends (JudgeConfig.stop_warmers). If one could not be stopped,
+        the warm-up does not stop on steady calls (the step's GPU work may come after them) but lasts
+        its whole time."""
+        if turn is not None:
+            await turn.after_previous()
         await self.slots.warmers_done(gpu, self.cfg.timing_warm_wait_s)
         if not self.slots.gate[gpu]["warming"]:
             return {}
