@@ -20,7 +20,9 @@ from kernel_env import KernelAction, KernelEnv
 from kernel_env.tasks import split_of
 
 
-MEASURE_KEYS = ("prepare_s", "run_s", "reference_s")  # device-slot work of one evaluation (service.py)
+# one evaluation's device work (service.py): its slot, and its tail (the candidate's end and the compare,
+# beside the next evaluation's trials)
+MEASURE_KEYS = ("prepare_s", "run_s", "close_s", "reference_s")
 
 
 class EnvHarness:

@@ -29,8 +29,9 @@ Definitions (one harness, its load phase unless said otherwise):
   the probes that started while load evaluations were in flight. One pair of rows per probe kernel
   (--probe), the first one's unlabelled.
 - slot free between slots: the load's seconds between one slot's end and the next one's start (one
-  device; a slot is the last measure_s of its step), and in brackets those where the next evaluation
-  was still waiting for its run process (its ready_s at least as long as the gap).
+  device; a slot is the last measure_s of its step, its tail included, so the next one's start may
+  come before it ends: no gap then), and in brackets those where the next evaluation was still
+  waiting for its run process (its ready_s at least as long as the gap).
 - timings retimed: correct load evaluations whose first measurement's calls spread more than the
   judge's timing_retime_spread ((p90 - p10) / median), so it measured again; in brackets the median
   spread of first measurements.
@@ -150,7 +151,8 @@ def summarize(res: dict, gpu_mon=None, gpus=None, cpu_mon=None) -> dict:
         if any(tm):
             # the judge's clock from the slot's start to its release (service.py timings; run_stage.drive's clock)
             out["slot_p50_s"] = {k: pct([t.get(k) for t in tm], 50) for k in
-                                 ("prepare_s", "run_s", "reference_s", "outputs_s", "timed_s", "done_s", "close_s", "slot_s")}
+                                 ("prepare_s", "run_s", "reference_s", "outputs_s", "timed_s", "done_s", "close_s", "slot_s",
+                                  "tail_s")}
             out["slot_p50_s"].update({k: pct([p.get(k) for p in ph], 50) for k in
                                       ("import_s", "trials_s", "timing_s", "warmup_s", "profile_s")})
             # the reference worker's share of its requests (check: before the timing; compare: after it)
@@ -261,9 +263,9 @@ def rows(s: dict) -> list[tuple[str, str]]:
                                                           for k in ("prepare_s", "run_s", "reference_s"))),
         ("  run: import / trials / check of the trials / timing s p50",
          " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("import_s", "trials_s", "check_s", "timing_s"))),
-        ("  judge's clock: go-outputs / check / time-timed / timed-done / end of process / compare / slot s p50",
-         " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in
-                    ("outputs_s", "check_s", "timed_s", "done_s", "close_s", "reference_s", "slot_s"))),
+        ("  judge's clock: go-outputs / check / time-timed / timed-done / slot; its tail: end of process / compare / tail s p50",
+         " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("outputs_s", "check_s", "timed_s", "done_s", "slot_s"))
+         + "; " + " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("close_s", "reference_s", "tail_s"))),
         ("  timing's warm-up / kernel share s p50",
          " / ".join(_f((s.get("slot_p50_s") or {}).get(k)) for k in ("warmup_s", "profile_s"))),
         ("  hold before each timed call us p50", _f(s.get("hold_us_p50"), 0)),

@@ -8,11 +8,12 @@ One submission travels:
      this judge has built before (builds.py; idle processes: pools.py)
   3. run: a second candidate process, one of the device's idle ones (torch imported, CUDA context
      made, no candidate code), gets the plan while the evaluations ahead are measured; once the
-     device slot is free (one measurement per GPU at a time), the device's reference worker (a
+     device slot is free (one candidate run and timed per GPU at a time), the device's reference worker (a
      trusted process, one per GPU, that never sees candidate code) hands out poisoned output slots;
      the candidate process imports the submission from the cache, runs the correctness trials on
      fresh seeds, copies its outputs into the slots, waits while the reference worker checks them
-     (wrong outputs are never timed), times itself, exits.
+     (wrong outputs are never timed), times itself, exits. The slot then goes to the next
+     evaluation, whose trials run while this one ends; its timing waits for that end.
      Candidate code never runs on a GPU outside its own device slot, nor beside another's timing
      (the run protocol: run_stage.py; slots and windows: devices.py).
   4. judge: the reference worker makes the reference outputs of the timed calls it rechecks (and of
@@ -368,9 +369,14 @@ class Judge:
                     v.timings["run_s"] = round(time.monotonic() - t_c, 3)
                     # the judge's clock of the run inside the slot (run_stage.drive)
                     v.timings.update({f"{k}_s": x for k, x in (run.clock or {}).items()})
+                    t_x = time.monotonic()
+                    if run.failure or run.mismatch:
+                        # killed, crashed or wrong: gone before the next candidate runs (a kernel that
+                        # spins may take a while to die, and the next trials would run beside it)
+                        await self._end(cand)
                     v.timings["slot_s"] = round(time.monotonic() - t_r, 3)  # held from here to the release
                 # the tail: the candidate is gone before the rest is compared
-                t_x = t_free = time.monotonic()
+                t_free = time.monotonic()
                 await self._end(cand)
                 v.timings["close_s"] = round(time.monotonic() - t_x, 3)
                 if run.check:
