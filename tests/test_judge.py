@@ -986,9 +986,9 @@ def test_the_reference_worker_checks_the_trials_before_the_timing_and_compare_do
 
 def test_a_prepare_beside_the_end_of_another_evaluation_waits_rather_than_time_or_shrink(tmp_path, monkeypatch):
     """The reference worker's "prepare" marked "beside" (the evaluation before it on the device has not
-    ended) answers "wait" when it would time the reference for a profile not made yet, or when the
-    slots would be fewer than with the memory that evaluation still holds; else it makes the slots as
-    usual, and each evaluation keeps its own."""
+    ended) answers "wait" when it would time the reference for a profile not made yet, or make fewer
+    slots than once the other evaluations' slots are given back; else it makes the slots as usual,
+    and each evaluation keeps its own."""
     import hashlib
     from kernel_env.judge import reference_worker as rw
     task = tmp_path / "relu.py"
@@ -1002,10 +1002,10 @@ def test_a_prepare_beside_the_end_of_another_evaluation_waits_rather_than_time_o
     name = rw.device_name(dev)
     peaks = rw.get_peaks(tmp_path / "cache", dev, name)
 
-    def prepare(held, k, **more):
+    def prepare(held, k, others=0, **more):
         (tmp_path / f"slots{k}").mkdir(exist_ok=True)
         return rw.handle("prepare", {**req, "slot_dir": str(tmp_path / f"slots{k}"), **more}, req, dev, name,
-                         peaks, held)
+                         peaks, held, others)
     first, second, third = {}, {}, {}
     assert prepare(first, 1, beside=True) == {"ok": True, "task_id": "t/relu", "wait": "profile"}
     assert first == {} and not (tmp_path / "cache" / "profiles").exists()  # nothing timed, nothing made
@@ -1013,8 +1013,12 @@ def test_a_prepare_beside_the_end_of_another_evaluation_waits_rather_than_time_o
     assert made["trial_rows"] == 5 and len(made["slots"]) == 7
     beside = prepare(second, 2, beside=True)  # the profile is known now: slots of its own, beside the first's
     assert beside["trial_rows"] == 5 and beside["slots"] != made["slots"] and len(first["slots"]) == 7
-    monkeypatch.setattr(rw, "slot_plan", lambda req, prof, device: (3, 2))  # memory still held by another
-    assert prepare(third, 3, beside=True)["wait"] == "memory" and "slots" not in third
+    # a device (its memory readings stood in for) where the slots held by another evaluation make the
+    # difference between three trial slots and five
+    monkeypatch.setattr(rw, "device_free", lambda device: 10)
+    monkeypatch.setattr(rw, "slot_plan", lambda req, prof, device, free: (5, 2) if free >= 20 else (3, 2))
+    assert prepare(third, 3, others=16, beside=True)["wait"] == "memory" and "slots" not in third
+    assert prepare(third, 3, others=4, beside=True)["trial_rows"] == 3  # three either way: no wait
     assert prepare(third, 3)["trial_rows"] == 3  # after it: the slots that fit
 
 
@@ -1060,7 +1064,7 @@ def test_slots_and_timing_sets_shrink_to_the_devices_free_memory(monkeypatch):
     def plan(side_gib, free_gib, **req):
         free["bytes"] = free_gib * gib
         prof = {"outputs": [{"dtype": "float32", "shape": [side_gib, gib // 4]}], "bytes": 2 * side_gib * gib}
-        return rw.slot_plan({"seeds": [1, 2, 3, 4, 5], "timing_sets": 2, **req}, prof, cuda)
+        return rw.slot_plan({"seeds": [1, 2, 3, 4, 5], "timing_sets": 2, **req}, prof, cuda, rw.device_free(cuda))
 
     assert plan(1, 70) == (5, 2)       # a small task: every trial its own slot
     assert plan(6, 130) == (5, 2)      # ReLU on an H200
@@ -1069,7 +1073,7 @@ def test_slots_and_timing_sets_shrink_to_the_devices_free_memory(monkeypatch):
     assert plan(8, 70) == (1, 1)       # ... and one timing set
     assert plan(8, 70, trial_rows=2) == (2, 2)  # fixed by the judge's config
     assert rw.slot_plan({"seeds": [1, 2, 3], "timing_sets": 2}, {"outputs": [], "bytes": 0},
-                        torch.device("cpu")) == (3, 2)
+                        torch.device("cpu"), None) == (3, 2)
 
 
 @slow

@@ -21,8 +21,8 @@ Reads one JSON request per line on stdin and answers one JSON line per result on
 The judge keeps one worker per device for all the evaluations measured there. Requests name their
 evaluation ("eval"): the next one prepares and has its trials checked while the one before it is
 compared. A "prepare" marked "beside" (the evaluation before it has not ended yet) answers "wait"
-instead when it would have to time the reference or shrink the slots for memory not back yet. No
-device memory is held between evaluations.
+instead when it would have to time the reference, or make fewer slots than once the other
+evaluations' slots are given back. No device memory is held between evaluations.
 """
 from __future__ import annotations
 
@@ -372,23 +372,30 @@ def slot_index(held: dict, row: int, n_trials: int) -> int:
     return row % k if row < n_trials else k + row - n_trials
 
 
-def slot_plan(req: dict, prof: dict, device: torch.device) -> tuple[int, int]:
+def device_free(device: torch.device) -> int | None:
+    """The device's free memory, what this worker caches given back first; None on the CPU."""
+    if device.type != "cuda":
+        return None
+    torch.cuda.empty_cache()  # what a profile made just now is not the evaluation's
+    return torch.cuda.mem_get_info(device)[0]
+
+
+def slot_plan(req: dict, prof: dict, device: torch.device, free: int | None) -> tuple[int, int]:
     """(trial_rows, timing_sets): how many trials' output slots exist at once, and how many input sets
     the timing keeps. All the trials and req's timing sets, unless the device's free memory says
     otherwise: the slots, the candidate's own inputs and outputs (the timing keeps its input sets beside
     a call's inputs and outputs) and this worker's check of a trial (its inputs and the reference's
     outputs) must fit beside each other. Fewer trial slots first (the candidate then waits for the
-    check of each batch before the next), then one timing set: a multi-GB task fits a card of 80 GB."""
+    check of each batch before the next), then one timing set: a multi-GB task fits a card of 80 GB.
+    `free`: the device's free memory (device_free), None on the CPU."""
     n, most = len(req["seeds"]), req["timing_sets"]
     fixed = req.get("trial_rows") or 0
     if fixed:
         return max(1, min(n, int(fixed))), most
-    if device.type != "cuda":
+    if device.type != "cuda" or free is None:
         return n, most
     out_b = sum(harness.spec_nbytes(harness.DTYPES[o["dtype"]], o["shape"]) for o in prof["outputs"])
     in_b = max(int(prof.get("bytes") or 0) - out_b, 0)  # the inputs, and the model's state: an overestimate
-    torch.cuda.empty_cache()  # what a profile made just now is not the evaluation's
-    free, _ = torch.cuda.mem_get_info(device)
     for sets in range(most, 0, -1):
         # a kernel's own temporaries and the caching allocator's rounding: the candidate counted twice over
         others = max((sets + 1) * in_b + 2 * out_b, 2 * (in_b + out_b) + in_b + out_b) + MEMORY_MARGIN
@@ -400,11 +407,6 @@ def slot_plan(req: dict, prof: dict, device: torch.device) -> tuple[int, int]:
 
 MEMORY_MARGIN = 1 << 30
 
-
-def full_plan(req: dict) -> tuple[int, int]:
-    """slot_plan's answer when memory is no limit."""
-    n, fixed = len(req["seeds"]), req.get("trial_rows") or 0
-    return (max(1, min(n, int(fixed))) if fixed else n), req["timing_sets"]
 
 
 def check_trials(req: dict, task_mod, device: torch.device, held: dict, phases: dict) -> dict:
@@ -538,7 +540,8 @@ def main() -> int:
         for t in (req["tasks"] if mode == P.PROFILE else [req]):
             for attempt in range(OOM_RETRIES + 1):
                 try:
-                    res = handle(mode, req, t, device, name, peaks, held)
+                    others = sum(_bytes_held(h) for h in evals.values() if h is not held) if mode == P.PREPARE else 0
+                    res = handle(mode, req, t, device, name, peaks, held, others)
                     break
                 except torch.OutOfMemoryError as e:
                     # the memory of a candidate process that was just killed comes back to the device a
@@ -600,8 +603,10 @@ def _exc_line(e: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
 
 
-def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks: dict, held: dict) -> dict:
-    """One prepare, compare or profile request; `held` keeps an evaluation's slots from prepare to compare."""
+def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks: dict, held: dict,
+           others: int = 0) -> dict:
+    """One prepare, compare or profile request; `held` keeps an evaluation's slots from prepare to compare;
+    `others`: the device memory the other evaluations under way hold here (their slots, their models)."""
     task_mod = harness.load_module(t["task_path"], "reference_problem")
     if mode == P.CHECK:
         phases = {}
@@ -626,10 +631,11 @@ def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks
     if mode == P.PREPARE:
         drop_slots(held)  # an earlier prepare of this evaluation's
         t1 = time.monotonic()
-        k, sets = slot_plan(req, prof, device)
-        if req.get("beside") and (k, sets) != full_plan(req):
-            # beside the previous evaluation's end, whose memory is not back yet: the judge waits for
-            # it and asks again, rather than shrink this evaluation's slots for nothing
+        free = device_free(device)
+        k, sets = slot_plan(req, prof, device, free)
+        if req.get("beside") and (k, sets) != slot_plan(req, prof, device, None if free is None else free + others):
+            # beside the end of the evaluation before, whose memory is not back yet: fewer slots than
+            # once it is. The judge asks again later, rather than shrink this evaluation's for nothing
             return {"ok": True, "task_id": t["task_id"], "wait": "memory"}
         held["prof"] = prof
         # source_sha is the judge's hash of the problem file: when it is taken before the

@@ -54,6 +54,10 @@ from .sandbox import Proc, describe_exit, gpu_device_nodes, isolation
 from .verdict import ErrorKind, Stage, Verdict, finish
 
 log = logging.getLogger("kernel_env.judge")
+# an evaluation's compare waits at most this long for the next evaluation's PREPARE (Turn.let_next_prepare)
+CLOSED_WAIT_S = 60.0
+# a pair of tasks that had to wait to prepare beside the tail before tries beside again every this many times
+PREPARE_RETRY = 16
 __all__ = ["Judge", "JudgeInternalError"]
 
 
@@ -93,6 +97,8 @@ class Judge:
         self._t0 = time.monotonic()
         self._profiles: dict[str, dict] = {}  # task id -> profile, for this judge's device
         self._profile_locks: dict[str, asyncio.Lock] = {}
+        # (the task before, this task) -> (the stage its last PREPARE beside a tail needed, uses): _prepare
+        self._prepare_stages: dict[tuple, tuple[int, int]] = {}
         self._inflight: set[asyncio.Task] = set()
 
     @property
@@ -331,7 +337,7 @@ class Judge:
                 if ready.get("event") != P.READY:
                     raise JudgeInternalError("the run process did not start: " + str(ready.get("event"))
                                              + " " + cand.output()[-1500:])
-                async with queued(self._stats, "waiting_device", self.slots.slot(gpu)) as turn:
+                async with queued(self._stats, "waiting_device", self.slots.slot(gpu, task.task_id)) as turn:
                     turn.hand_on()  # this evaluation's end and compare come after the slot (finally, below)
                     if not cfg.overlap_tail:  # nothing of this one beside the end of the one before
                         await turn.after_previous()
@@ -339,7 +345,7 @@ class Judge:
                     self._stats["device_wait_s_total"] += v.timings["queue_s"]
                     t_r = time.monotonic()
                     ref = await self.references.hold(gpu, ref_req)
-                    prep = await self._prepare(ref, turn, ref_req, cand, v)
+                    prep = await self._prepare(ref, turn, ref_req, cand, v, task.task_id)
                     v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
                     # from "go" on the submission runs: what it writes into its folder is bounded
                     # (the CPU output slots are in it already, and not counted)
@@ -379,6 +385,7 @@ class Judge:
                 t_free = time.monotonic()
                 await self._end(cand)
                 v.timings["close_s"] = round(time.monotonic() - t_x, 3)
+                await self._closed(turn)
                 if run.check:
                     v.details["ref_phases"]["check"] = run.check
                 if run.phases:
@@ -415,6 +422,8 @@ class Judge:
             try:  # what holds device memory is gone before the next timing starts
                 if cand is not None:
                     await asyncio.shield(self._end(cand))
+                if turn is not None:
+                    await asyncio.shield(self._closed(turn))
                 if ref is not None:
                     if not released:
                         await asyncio.shield(self.references.let_go(gpu, ref, ref_req["eval"]))
@@ -427,18 +436,43 @@ class Judge:
                 if cand is not None:
                     await asyncio.shield(discard(cand))
 
-    async def _prepare(self, ref: Proc, turn, ref_req: dict, cand: Proc, v: Verdict) -> dict:
-        """The worker's PREPARE: the task's profile and the evaluation's output slots. Beside the end of
-        the evaluation before (its tail), unless that would time the reference or shrink the slots for
-        memory not back yet: then after it."""
+    async def _prepare(self, ref: Proc, turn, ref_req: dict, cand: Proc, v: Verdict, task_id: str) -> dict:
+        """The worker's PREPARE: the task's profile and the evaluation's output slots, beside the end of
+        the evaluation before (its tail) where that changes nothing. First beside all of it; where the
+        slots would be fewer for its memory, once its candidate is gone (its compare waits for this
+        PREPARE); else, or where the reference must be timed for a profile, after the whole tail.
+        Where a pair of tasks (the one before, this one) had to wait, the next evaluation of the pair
+        starts at that stage (every PREPARE_RETRY-th tries beside again)."""
         req = {"mode": P.PREPARE, **ref_req, "slot_dir": str(cand.workdir / "slots")}
-        prep = await self.references.ask(ref, {**req, "beside": turn.previous_running()})
-        if prep.get("wait"):
-            v.timings["prepare_wait_s"] = round(await turn.after_previous(), 3)
-            v.details["prepare_waited_for"] = prep["wait"]
+        prep, stage, waited = None, 0, 0.0
+        if turn.previous_running():
+            key = (turn.previous.label, task_id)
+            known, uses = self._prepare_stages.get(key, (0, 0))
+            stage = 0 if uses % PREPARE_RETRY == PREPARE_RETRY - 1 else known
+            try:
+                if stage == 0:
+                    prep = await self.references.ask(ref, {**req, "beside": True})
+                    stage = 0 if not prep.get("wait") else 1 if prep["wait"] == "memory" else 2
+                if stage == 1:
+                    waited += await turn.after_previous_close()
+                    prep = await self.references.ask(ref, {**req, "beside": turn.previous_running()})
+                    stage = 1 if not prep.get("wait") else 2
+            finally:
+                turn.prepared_beside()  # the previous evaluation's compare goes on
+            self._prepare_stages[key] = (stage, uses + 1)
+        if prep is None or prep.get("wait"):
+            waited += await turn.after_previous()
             prep = await self.references.ask(ref, req)
+        if stage:
+            v.details["prepare_waited_for"] = "its candidate's end" if stage == 1 else "its end"
+            v.timings["prepare_wait_s"] = round(waited, 3)
         v.details["ref_phases"] = {"prepare": prep.get("phases")}
         return prep
+
+    async def _closed(self, turn) -> None:
+        """This evaluation's candidate is gone: a next one waiting for that prepares before the compare."""
+        turn.end_close()
+        await turn.let_next_prepare(CLOSED_WAIT_S)
 
     async def _end(self, cand: Proc) -> None:
         """Kill a run process and wait until all of it has exited (deadlines.end_process): a process
