@@ -109,8 +109,7 @@ async def run_variant(args, name: str, kw: dict, task: str, code: str, tasks: Ta
         "busy_warmup": sum(1 for v in ok if v.details.get("busy_timing")),
         "quiet": sum(1 for v in ok if v.details.get("quiet_timing")),
         # prepared only after the evaluation before had ended: its memory (or a profile to make) said so
-        "prepare_waits": {k: sum(1 for v in ok if v.details.get("prepare_waited_for") == w)
-                          for k, w in (("candidate", "its candidate's end"), ("all", "its end"))},
+        "prepare_waits": {w: sum(1 for v in ok if v.details.get("prepare_waited_for") == w) for w in ("memory", "profile")},
         "before_timing_p50_s": p50([v.timings.get("before_timing_s") for v in ok]),
         "speedup_max_over_min": max(sp) / min(sp) if sp else None,
         "t_new_ms_p50": p50([v.t_new_ms for v in ok]),
@@ -125,8 +124,8 @@ def table(results: list[dict]) -> str:
     rows = [("evaluations (correct)", lambda r: f"{r['n']} ({r['correct']})"),
             ("evaluations per minute (slots back to back)", lambda r: _f(r["per_minute"], 1)),
             ("busy / quiet warm-ups", lambda r: f"{r['busy_warmup']} / {r['quiet']}"),
-            ("prepared after the previous candidate's end / all of it",
-             lambda r: f"{r['prepare_waits']['candidate']} / {r['prepare_waits']['all']}"),
+            ("prepared beside the previous end, then after it: memory / profile",
+             lambda r: f"{r['prepare_waits']['memory']} / {r['prepare_waits']['profile']}"),
             ("judge before_timing_s p50 (the previous end, warm-ups)", lambda r: _f(r["before_timing_p50_s"])),
             ("t_new ms p50; speedup max/min", lambda r: f"{_f(r['t_new_ms_p50'])}; {_f(r['speedup_max_over_min'], 4)}")]
     rows += [(f"judge {k} p50", lambda r, k=k: _f(r["judge_p50_s"][k])) for k in JUDGE_KEYS[:3]]

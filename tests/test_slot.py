@@ -324,37 +324,3 @@ def test_the_next_evaluation_runs_beside_the_end_of_the_one_before_and_is_timed_
         assert at[("prepare", second)] >= at[("tail end", first)]
     assert all(v.timings["tail_s"] >= v.timings["close_s"] for v in vs)
 
-
-def test_a_holder_waiting_for_the_previous_candidates_end_prepares_before_that_ones_compare():
-    """Turn's handshake: the next holder waits for the previous candidate to be gone (its memory back)
-    and prepares; the previous evaluation's compare waits for that PREPARE, then goes on; its timing
-    waits for the whole tail. A holder that does not wait for the end holds up no compare."""
-    async def go(next_waits: bool):
-        slots, order = DeviceSlots((0,)), []
-
-        async def first():
-            async with slots.slot(0, "a") as turn:
-                turn.hand_on()
-            await asyncio.sleep(0.05)  # the candidate's end
-            order.append("a: candidate gone")
-            turn.end_close()
-            await turn.let_next_prepare(5.0)
-            order.append("a: compare")
-            await asyncio.sleep(0.05)
-            turn.end_tail()
-
-        async def second():
-            await asyncio.sleep(0.01)
-            async with slots.slot(0, "b") as turn:
-                assert turn.previous.label == "a" and turn.previous_running()
-                if next_waits:
-                    await turn.after_previous_close()
-                    order.append("b: prepare")
-                    await asyncio.sleep(0.02)  # the worker's PREPARE
-                turn.prepared_beside()
-                await turn.after_previous()
-                order.append("b: timing")
-        await asyncio.gather(first(), second())
-        return order
-    assert asyncio.run(go(True)) == ["a: candidate gone", "b: prepare", "a: compare", "b: timing"]
-    assert asyncio.run(go(False)) == ["a: candidate gone", "a: compare", "b: timing"]

@@ -31,33 +31,22 @@ from .deadlines import start_time
 
 class Turn:
     """One holding of a device's slot, and the evaluation's tail after it. `previous`: the turn before
-    (its `closed`: its candidate is gone; its `tail`: its compare is done too); `label`: what the
-    holder evaluates (a task id), so the next one knows what it prepares beside."""
+    (its `tail` ends once its candidate is gone and its compare done); `label`: what the holder
+    evaluates (a task id), so the next one knows what it runs beside."""
 
     def __init__(self, previous: "Turn | None", label: str | None = None):
-        loop = asyncio.get_running_loop()
         self.previous, self.label = previous, label
-        self.closed, self.tail = loop.create_future(), loop.create_future()
+        self.tail = asyncio.get_running_loop().create_future()
         self.handed_on = False
-        # the next holder waits for this one's candidate to be gone, to prepare before this compare
-        self.next_waits_close = False
-        self.next_prepared = loop.create_future()
 
     def hand_on(self) -> None:
         """This holder ends its tail after the slot (end_tail): the next holder starts beside it."""
         self.handed_on = True
 
-    def _mine(self, fut: asyncio.Future) -> bool:
-        # a turn of another event loop (a Judge used from several loops, evaluate_sync) ended with its loop
-        return fut.get_loop() is asyncio.get_running_loop()
-
     def previous_running(self) -> bool:
         p = self.previous
-        return p is not None and not p.tail.done() and self._mine(p.tail)
-
-    def previous_closed(self) -> bool:
-        p = self.previous
-        return p is None or p.closed.done() or not self._mine(p.closed)
+        # a turn of another event loop (a Judge used from several loops, evaluate_sync) ended with its loop
+        return p is not None and not p.tail.done() and p.tail.get_loop() is asyncio.get_running_loop()
 
     async def after_previous(self) -> float:
         """Wait until the previous evaluation's tail has ended (not cancelled by our own cancellation).
@@ -67,33 +56,7 @@ class Turn:
             await asyncio.wait({self.previous.tail})
         return time.monotonic() - t
 
-    async def after_previous_close(self) -> float:
-        """Wait until the previous evaluation's candidate is gone; its compare then waits until this
-        one has prepared (prepared_beside). Returns the seconds waited."""
-        t = time.monotonic()
-        if not self.previous_closed():
-            self.previous.next_waits_close = True
-            await asyncio.wait({self.previous.closed})
-        return time.monotonic() - t
-
-    def prepared_beside(self) -> None:
-        """This holder has prepared (or gave up): the previous one's compare may go on."""
-        p = self.previous
-        if p is not None and self._mine(p.next_prepared) and not p.next_prepared.done():
-            p.next_prepared.set_result(None)
-
-    async def let_next_prepare(self, timeout: float) -> None:
-        """After this candidate is gone: if the next holder waits for that to prepare, let it first
-        (its plan counts this candidate's memory back, and this compare's still held)."""
-        if self.next_waits_close:
-            await asyncio.wait({self.next_prepared}, timeout=timeout)
-
-    def end_close(self) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
-
     def end_tail(self) -> None:
-        self.end_close()
         if not self.tail.done():
             self.tail.set_result(None)
 

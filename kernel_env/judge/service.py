@@ -54,8 +54,6 @@ from .sandbox import Proc, describe_exit, gpu_device_nodes, isolation
 from .verdict import ErrorKind, Stage, Verdict, finish
 
 log = logging.getLogger("kernel_env.judge")
-# an evaluation's compare waits at most this long for the next evaluation's PREPARE (Turn.let_next_prepare)
-CLOSED_WAIT_S = 60.0
 # a pair of tasks that had to wait to prepare beside the tail before tries beside again every this many times
 PREPARE_RETRY = 16
 __all__ = ["Judge", "JudgeInternalError"]
@@ -97,8 +95,8 @@ class Judge:
         self._t0 = time.monotonic()
         self._profiles: dict[str, dict] = {}  # task id -> profile, for this judge's device
         self._profile_locks: dict[str, asyncio.Lock] = {}
-        # (the task before, this task) -> (the stage its last PREPARE beside a tail needed, uses): _prepare
-        self._prepare_stages: dict[tuple, tuple[int, int]] = {}
+        # (the task before, this task) -> (whether its last PREPARE beside a tail had to wait, tries): _prepare
+        self._prepare_waits: dict[tuple, tuple[bool, int]] = {}
         self._inflight: set[asyncio.Task] = set()
 
     @property
@@ -339,7 +337,7 @@ class Judge:
                                              + " " + cand.output()[-1500:])
                 async with queued(self._stats, "waiting_device", self.slots.slot(gpu, task.task_id)) as turn:
                     turn.hand_on()  # this evaluation's end and compare come after the slot (finally, below)
-                    if not cfg.overlap_tail:  # nothing of this one beside the end of the one before
+                    if not self._beside_previous(turn, task.task_id):
                         await turn.after_previous()
                     v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
                     self._stats["device_wait_s_total"] += v.timings["queue_s"]
@@ -385,7 +383,6 @@ class Judge:
                 t_free = time.monotonic()
                 await self._end(cand)
                 v.timings["close_s"] = round(time.monotonic() - t_x, 3)
-                await self._closed(turn)
                 if run.check:
                     v.details["ref_phases"]["check"] = run.check
                 if run.phases:
@@ -422,8 +419,6 @@ class Judge:
             try:  # what holds device memory is gone before the next timing starts
                 if cand is not None:
                     await asyncio.shield(self._end(cand))
-                if turn is not None:
-                    await asyncio.shield(self._closed(turn))
                 if ref is not None:
                     if not released:
                         await asyncio.shield(self.references.let_go(gpu, ref, ref_req["eval"]))
@@ -436,43 +431,36 @@ class Judge:
                 if cand is not None:
                     await asyncio.shield(discard(cand))
 
+    def _beside_previous(self, turn, task_id: str) -> bool:
+        """Whether this evaluation tries to prepare beside the tail of the one before. Not where a
+        PREPARE of the same pair of tasks (the one before, this one) had to wait for it last time: the
+        device's memory holds only one of them at a time (the 6.4 GB ReLU on an 80 GB card). That pair
+        tries again every PREPARE_RETRY-th time."""
+        if not self.cfg.overlap_tail or not turn.previous_running():
+            return False
+        key = (turn.previous.label, task_id)
+        waited, uses = self._prepare_waits.get(key, (False, 0))
+        self._prepare_waits[key] = (waited, uses + 1)
+        return not waited or (uses + 1) % PREPARE_RETRY == 0
+
     async def _prepare(self, ref: Proc, turn, ref_req: dict, cand: Proc, v: Verdict, task_id: str) -> dict:
-        """The worker's PREPARE: the task's profile and the evaluation's output slots, beside the end of
-        the evaluation before (its tail) where that changes nothing. First beside all of it; where the
-        slots would be fewer for its memory, once its candidate is gone (its compare waits for this
-        PREPARE); else, or where the reference must be timed for a profile, after the whole tail.
-        Where a pair of tasks (the one before, this one) had to wait, the next evaluation of the pair
-        starts at that stage (every PREPARE_RETRY-th tries beside again)."""
+        """The worker's PREPARE: the task's profile and the evaluation's output slots, beside the tail
+        of the evaluation before where that changes nothing. Where it would (fewer slots for the memory
+        that evaluation still holds, or a profile to make: the reference timed), after it."""
         req = {"mode": P.PREPARE, **ref_req, "slot_dir": str(cand.workdir / "slots")}
-        prep, stage, waited = None, 0, 0.0
+        prep = None
         if turn.previous_running():
             key = (turn.previous.label, task_id)
-            known, uses = self._prepare_stages.get(key, (0, 0))
-            stage = 0 if uses % PREPARE_RETRY == PREPARE_RETRY - 1 else known
-            try:
-                if stage == 0:
-                    prep = await self.references.ask(ref, {**req, "beside": True})
-                    stage = 0 if not prep.get("wait") else 1 if prep["wait"] == "memory" else 2
-                if stage == 1:
-                    waited += await turn.after_previous_close()
-                    prep = await self.references.ask(ref, {**req, "beside": turn.previous_running()})
-                    stage = 1 if not prep.get("wait") else 2
-            finally:
-                turn.prepared_beside()  # the previous evaluation's compare goes on
-            self._prepare_stages[key] = (stage, uses + 1)
-        if prep is None or prep.get("wait"):
-            waited += await turn.after_previous()
+            prep = await self.references.ask(ref, {**req, "beside": True})
+            self._prepare_waits[key] = (bool(prep.get("wait")), self._prepare_waits.get(key, (False, 0))[1])
+            if prep.get("wait"):
+                v.details["prepare_waited_for"] = prep["wait"]
+                v.timings["prepare_wait_s"] = round(await turn.after_previous(), 3)
+                prep = None
+        if prep is None:
             prep = await self.references.ask(ref, req)
-        if stage:
-            v.details["prepare_waited_for"] = "its candidate's end" if stage == 1 else "its end"
-            v.timings["prepare_wait_s"] = round(waited, 3)
         v.details["ref_phases"] = {"prepare": prep.get("phases")}
         return prep
-
-    async def _closed(self, turn) -> None:
-        """This evaluation's candidate is gone: a next one waiting for that prepares before the compare."""
-        turn.end_close()
-        await turn.let_next_prepare(CLOSED_WAIT_S)
 
     async def _end(self, cand: Proc) -> None:
         """Kill a run process and wait until all of it has exited (deadlines.end_process): a process
