@@ -324,3 +324,23 @@ def test_the_next_evaluation_runs_beside_the_end_of_the_one_before_and_is_timed_
         assert at[("prepare", second)] >= at[("tail end", first)]
     assert all(v.timings["tail_s"] >= v.timings["close_s"] for v in vs)
 
+
+
+@pytest.mark.slow
+def test_a_wrong_kernel_ending_beside_the_next_evaluation_leaves_its_verdict_alone(cache_dir):
+    """Wrong and honest kernels queued for one device: each wrong one is released while the next one's
+    requests are in flight to the same reference worker. Every verdict is the kernel's own, none the
+    judge's failure."""
+    judge = Judge(JudgeConfig(device="cpu", cache_dir=cache_dir, build_slots=1, timing_budget_s=0.2,
+                              work_dir=tempfile.mkdtemp(prefix="kernel_env_test_work_")))
+    files = ["relu_wrong.py", "relu_ok.py"] * 3
+
+    async def main():
+        try:
+            return await asyncio.gather(*(judge.evaluate("level1/1_Small_ReLU", submission(f)) for f in files))
+        finally:
+            await judge.aclose()
+    vs = asyncio.run(main())
+    got = [(f, v.stage, v.error_kind) for f, v in zip(files, vs)]
+    assert got == [(f, "correctness", "output_mismatch") if "wrong" in f else (f, "timed", "none")
+                   for f in files], [v.details.get("internal_error") for v in vs]

@@ -58,16 +58,18 @@ def task_request(task: Task) -> dict:
 
 async def ask(ref: Proc, req: dict, timeout: float) -> dict:
     """One request to a reference worker, after any other evaluation's request to it has been answered.
-    `asking` stays set when the wait is cancelled: the answer still to come belongs to no one, and the
+    A wait cancelled before its answer came sets `answer_lost`: that answer belongs to no one, so the
     worker answers nobody any more (the judge ends it)."""
     async with ref.ask_lock:
-        if ref.asking:
+        if ref.answer_lost:
             raise JudgeInternalError("reference worker: an answer to a cancelled request is still due")
-        ref.asking = True
         if not await ref.send(json.dumps(req)):
             raise JudgeInternalError("reference worker died: " + ref.output()[-1500:])
-        msg = await ref.next_message(timeout)
-        ref.asking = False
+        try:
+            msg = await ref.next_message(timeout)
+        except asyncio.CancelledError:
+            ref.answer_lost = True
+            raise
     if msg.get("event") in P.READER_EVENTS:
         raise JudgeInternalError(f"reference worker {msg.get('event')}: " + ref.output()[-1500:])
     if not msg.get("ok"):
@@ -165,7 +167,7 @@ class ReferenceWorkers:
     async def let_go(self, gpu: int, ref: Proc, evaluation: str) -> None:
         """After an evaluation whose worker did not give its memory back (no compare): a worker cancelled
         while it worked goes (its answer would be read as the next request's), else it releases."""
-        if ref.asking:
+        if ref.answer_lost:
             await self.drop(gpu, ref)
         else:
             await self.release(gpu, ref, evaluation)

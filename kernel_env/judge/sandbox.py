@@ -293,7 +293,7 @@ class Proc:
 
     def __init__(self, proc: asyncio.subprocess.Process, proto_reader: asyncio.StreamReader, out_cap: int, transport):
         self.proc = proc
-        self.asking = False  # a request was sent and its answer not read yet (the judge's workers)
+        self.answer_lost = False  # a request's answer will never be read: its wait was cancelled (reference.ask)
         self.ask_lock = asyncio.Lock()  # one request at a time (reference.ask)
         self.messages: asyncio.Queue = asyncio.Queue()
         self._proto = proto_reader
