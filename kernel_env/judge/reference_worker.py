@@ -373,7 +373,7 @@ def slot_index(held: dict, row: int, n_trials: int) -> int:
 
 
 def device_free(device: torch.device) -> int | None:
-    """The device's free memory, what this worker caches given back first; None on the CPU."""
+    """The device's free memory once this worker has given back what it caches; None on the CPU."""
     if device.type != "cuda":
         return None
     torch.cuda.empty_cache()  # what a profile made just now is not the evaluation's
@@ -406,7 +406,6 @@ def slot_plan(req: dict, prof: dict, device: torch.device, free: int | None) -> 
 
 
 MEMORY_MARGIN = 1 << 30
-
 
 
 def check_trials(req: dict, task_mod, device: torch.device, held: dict, phases: dict) -> dict:
