@@ -96,6 +96,19 @@ def test_the_process_start_experiment_runs_and_the_watch_loads_no_dynamo():
     assert cpu_s["watch, unguarded"] < 0.2 < cpu_s["watch, guarded"], p.stdout
 
 
+def test_cuda_slots_are_made_only_from_a_pool_of_their_own():
+    # experiments/slot_segments.py (the H100 numbers: docs/log/slot-overlap-2026-12-06.md): a slot from
+    # the allocator's shared segments exposed the worker's next tensor to the candidate. Refused before
+    # any CUDA call, so this box (no GPU) sees the refusal
+    import torch
+    from kernel_env import harness
+    with pytest.raises(ValueError, match="memory pool"):
+        harness.make_slots([{"dtype": "float32", "shape": [1]}], 1, torch.device("cuda", 0), ROOT, None)
+    p = subprocess.run([sys.executable, "experiments/slot_segments.py", "--device", "cpu"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "files of their own" in p.stdout, p.stderr[-2000:]
+
+
 def test_process_exit_bench_runs_on_the_cpu():
     # experiments/ (the H100 numbers: docs/log/slot-stop-warmers-h100-2026-12-06.md); here the CPU path
     env = dict(os.environ, PYTHONPATH=str(ROOT))
