@@ -113,6 +113,7 @@ async def run_variant(args, name: str, kw: dict, task: str, code: str, tasks: Ta
         "before_timing_p50_s": p50([v.timings.get("before_timing_s") for v in ok]),
         "speedup_max_over_min": max(sp) / min(sp) if sp else None,
         "t_new_ms_p50": p50([v.t_new_ms for v in ok]),
+        "timings": [v.timings for v in verdicts],  # each evaluation's, in the order they returned: outliers
     }
 
 
