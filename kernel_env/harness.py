@@ -359,7 +359,6 @@ def make_slots(specs: list, n: int, device: torch.device, folder: Path, pool=Non
     """
     import base64
     import pickle
-    from contextlib import nullcontext
     from torch.multiprocessing.reductions import reduce_tensor
     if device.type == "cuda" and pool is None:
         raise ValueError("CUDA slots need a memory pool of their own (slot_pool)")
@@ -369,7 +368,7 @@ def make_slots(specs: list, n: int, device: torch.device, folder: Path, pool=Non
         for k, sp in enumerate(specs):
             dtype, shape = DTYPES[sp["dtype"]], sp["shape"]
             if device.type == "cuda":
-                with torch.cuda.use_mem_pool(pool, device) if pool is not None else nullcontext():
+                with torch.cuda.use_mem_pool(pool, device):
                     t = torch.empty(shape, dtype=dtype, device=device)
                 fn, args = reduce_tensor(t)
                 args = list(args)

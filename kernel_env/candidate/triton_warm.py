@@ -1,9 +1,13 @@
 """A small Triton kernel of the runner's own: launched once by an idle run process, so that what
 Triton does at a process's first launch (its compiler's imports, the driver's utilities, the hash of
 its own install) happens before the device slot instead of in a Triton submission's first trial."""
+import importlib
+
 import torch
 import triton
 import triton.language as tl
+
+from kernel_env.protocol import TRITON_KEY_MODULES
 
 
 @triton.jit
@@ -18,9 +22,6 @@ def use_key(key: str | None) -> None:
     hashing it again in this process. Triton's own worker processes are handed theirs the same way."""
     if not key:
         return
-    import importlib
-
-    from kernel_env.protocol import TRITON_KEY_MODULES
     for name in TRITON_KEY_MODULES:
         try:
             module = importlib.import_module(name)

@@ -90,8 +90,7 @@ class DeviceSlots:
         async with self.locks[gpu]:
             t = time.monotonic()
             self.free_before_s[gpu] = t - self.released_at[gpu]
-            turn = Turn(self.turns[gpu], label)
-            turn.previous, self.turns[gpu] = self.turns[gpu], turn
+            turn = self.turns[gpu] = Turn(self.turns[gpu], label)
             if turn.previous is not None:
                 turn.previous.previous = None  # the chain is one turn long: nothing older is kept
             try:

@@ -92,10 +92,14 @@ def _profile_path(req: dict, name: str, device: torch.device) -> Path:
     return Path(req["cache_dir"]) / "profiles" / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
 
 
-def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dict, extras: bool = False) -> dict:
-    """The task's profile, cached on disk; with `extras` (evaluations) also profile_extras."""
+def get_profile(req: dict, task_mod, device: torch.device, name: str, peaks: dict, extras: bool = False,
+                cached_only: bool = False) -> dict | None:
+    """The task's profile, cached on disk; with `extras` (evaluations) also profile_extras. With
+    `cached_only`, None where it is not on disk yet (making it times the reference)."""
     path = _profile_path(req, name, device)
     prof = _read_json(path)
+    if prof is None and cached_only:
+        return None
     if prof is not None:
         if extras and not ("alt_dists" in prof and "out_rms" in prof):
             prof = profile_extras(prof, task_mod, device)
@@ -622,17 +626,17 @@ def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks
         drop_slots(held)  # the slots go: empty_cache gives their memory back before we answer
         return res
     t0 = time.monotonic()
-    if mode == P.PREPARE and req.get("beside") and _read_json(_profile_path({**req, **t}, name, device)) is None:
-        # the reference is timed to make a profile: never beside another evaluation's GPU work
+    beside = mode == P.PREPARE and bool(req.get("beside"))
+    prof = get_profile({**req, **t}, task_mod, device, name, peaks, extras=mode == P.PREPARE, cached_only=beside)
+    if prof is None:  # the reference would be timed to make it: never beside another evaluation's GPU work
         return {"ok": True, "task_id": t["task_id"], "wait": "profile"}
-    prof = get_profile({**req, **t}, task_mod, device, name, peaks, extras=mode == P.PREPARE)
     res = {"ok": True, "task_id": t["task_id"], "profile": prof, "peaks": peaks}
     if mode == P.PREPARE:
         drop_slots(held)  # an earlier prepare of this evaluation's
         t1 = time.monotonic()
         free = device_free(device)
         k, sets = slot_plan(req, prof, device, free)
-        if req.get("beside") and (k, sets) != slot_plan(req, prof, device, None if free is None else free + others):
+        if beside and (k, sets) != slot_plan(req, prof, device, None if free is None else free + others):
             # beside the end of the evaluation before, whose memory is not back yet: fewer slots than
             # once it is. The judge asks again later, rather than shrink this evaluation's for nothing
             return {"ok": True, "task_id": t["task_id"], "wait": "memory"}
