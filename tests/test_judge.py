@@ -375,6 +375,36 @@ def test_the_protocol_reader_takes_any_line_for_what_it_is(tmp_path):
     assert asyncio.run(read()) == [{"event": "garbage"}] * 3 + [{"event": "hello"}, {"event": "eof"}]
 
 
+def test_a_wait_for_a_message_cancelled_as_one_arrives_ends_cancelled(tmp_path):
+    """A session whose client left is cancelled while the judge waits for its candidate's next message.
+    A message that arrives in the same turn of the event loop does not undo the cancel (Python 3.11's
+    asyncio.wait_for returns the message and drops it: the judge went on driving a spinning candidate
+    until its deadline, and the server's shutdown waited for it)."""
+    from kernel_env.judge.sandbox import PYTHON, Proc, child_env
+
+    async def main():
+        p = await Proc.start([PYTHON, "-c", "import time; time.sleep(60)"], tmp_path, child_env(tmp_path, {}), 4096,
+                             untrusted=True)
+        got = []
+
+        async def drive():  # the run stage's loop: the candidate's messages, one poll at a time
+            while True:
+                got.append(await p.next_message(1.0))
+
+        task = asyncio.create_task(drive())
+        await asyncio.sleep(0.05)
+        p.messages.put_nowait({"event": "step"})  # what the protocol reader does with a line
+        task.cancel()
+        await asyncio.sleep(0.1)
+        ended = task.cancelled()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await p.close()
+        return ended
+
+    assert asyncio.run(main())
+
+
 def test_a_candidates_folder_goes_whatever_it_did_to_the_permissions_in_it(tmp_path):
     """A candidate of an unprivileged server runs as the server's user: it can chmod 000 the folders it
     made, which the judge's own user then can neither list nor empty. Here as that user: root without

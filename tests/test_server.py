@@ -60,6 +60,38 @@ def test_reward_shape():
         RewardConfig(speedup_cap=1.0)
 
 
+def test_a_step_cancelled_for_its_client_is_cancelled_once_and_reported_if_it_lingers(monkeypatch, caplog):
+    """The client leaves twice over (its socket closes, then the server shuts down): the step's clean-up
+    is cancelled once, not cut short; one that takes longer than GONE_CHECK_S is logged with where it is."""
+    from kernel_env.server import environment as E
+    monkeypatch.setattr(E, "GONE_CHECK_S", 0.05)
+    cleaned = []
+
+    async def slow_clean_up_step():
+        with E.cancelled_on_disconnect():
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.3)  # its processes being killed
+                cleaned.append(True)
+                raise
+
+    async def main():
+        watch = E.DisconnectWatch()
+        E.WATCH.set(watch)
+        step = asyncio.create_task(slow_clean_up_step())
+        await asyncio.sleep(0.01)
+        watch.client_gone()
+        await asyncio.sleep(0.01)
+        watch.client_gone()
+        with pytest.raises(asyncio.CancelledError):
+            await step
+
+    asyncio.run(main())
+    assert cleaned == [True]
+    assert "has not ended" in caplog.text and "slow_clean_up_step" in caplog.text
+
+
 def test_prompt_has_what_the_policy_needs():
     from kernel_env.server.prompts import build_problem
     from kernel_env.tasks import TaskSet
@@ -530,5 +562,8 @@ def test_zz_shutdown_mid_step_leaves_nothing(server):
     work = server.tmp / "kernel_env_work"
     assert not work.exists() or not list(work.iterdir())
     assert [p.name for p in server.tmp.iterdir()] in ([], ["kernel_env_work"])
-    log = server.log_text()
-    assert "Traceback" not in log, log[max(0, log.find("Traceback") - 2000):][:6000]  # the traceback whole, not a diff
+    log = (server.root / "server.log").read_text()
+    # a step that did not end once cancelled (logged with where it was), a session cut at the end of the
+    # shutdown's grace period (the same, and where all other unfinished work was), any traceback
+    for mark in ("has not ended", "grace period ended", "Traceback"):
+        assert mark not in log, log[max(0, log.find(mark) - 500):][:12000]  # whole, not a diff

@@ -198,9 +198,10 @@ class ClusterJudge:
                     self._stats["no_node"] += 1
                     raise NoJudgeNode(self._why_no_node())
                 self._changed.clear()
-                try:
-                    await asyncio.wait_for(self._changed.wait(), min(left, self.refresh_s))
-                except asyncio.TimeoutError:
+                try:  # not wait_for: on Python 3.11 a cancel that comes with the event is dropped
+                    async with asyncio.timeout(min(left, self.refresh_s)):
+                        await self._changed.wait()
+                except TimeoutError:
                     pass
                 continue
             waited_since = None

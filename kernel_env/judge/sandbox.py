@@ -367,10 +367,13 @@ class Proc:
         return text
 
     async def next_message(self, timeout: float) -> dict:
-        """The next protocol message; {"event": "timeout"} after `timeout` s; {"event": "eof"} when it closed."""
+        """The next protocol message; {"event": "timeout"} after `timeout` s; {"event": "eof"} when it closed.
+        Not asyncio.wait_for: on Python 3.11 it returns a message that arrives in the same turn of the
+        event loop as a cancel and drops the cancel (a cancelled evaluation went on driving its candidate)."""
         try:
-            return await asyncio.wait_for(self.messages.get(), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):
+                return await self.messages.get()
+        except TimeoutError:
             return {"event": "timeout"}
 
     async def send(self, line: str) -> bool:
@@ -383,8 +386,9 @@ class Proc:
 
     async def wait(self, timeout: float) -> int | None:
         try:
-            return await asyncio.wait_for(self.proc.wait(), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):  # not wait_for: see next_message
+                return await self.proc.wait()
+        except TimeoutError:
             return None
 
     def watch_folder(self, folder: Path, max_bytes: int, max_files: int) -> None:
@@ -432,8 +436,9 @@ class Proc:
         """Kill the whole group and wait for the reader tasks: nothing is left running."""
         self.kill()
         try:
-            await asyncio.wait_for(self.proc.wait(), 10)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(10):
+                await self.proc.wait()
+        except TimeoutError:
             pass
         # a wrapper (unshare) can exit before the process it started: that one is still giving its
         # GPU memory back; wait until no process of the group is left

@@ -55,7 +55,7 @@ from starlette.responses import JSONResponse, Response
 from ..judge.config import JudgeConfig
 from ..models import KernelAction, KernelObservation, KernelState
 from ..tasks import TaskError, TaskSet
-from .environment import WATCH, DisconnectWatch, EnvSettings, KernelEnvironment, Shared
+from .environment import WATCH, DisconnectWatch, EnvSettings, KernelEnvironment, Shared, where
 from .reward import RewardConfig
 
 log = logging.getLogger("kernel_env.server")
@@ -104,6 +104,8 @@ class _WsConnection:
         try:
             await asyncio.wait({app_task})
         except asyncio.CancelledError:  # server shutdown: let the session clean up first
+            log.error("a session was still running when the shutdown's grace period ended; where it and the "
+                      "server's other unfinished work were:\n%s", "\n".join(where(t) for t in asyncio.all_tasks() if not t.done()))
             self.watch.client_gone()
             app_task.cancel()
             await asyncio.wait({app_task})

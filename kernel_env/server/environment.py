@@ -31,6 +31,7 @@ from .reward import RewardConfig, compute_reward
 log = logging.getLogger("kernel_env.server")
 
 SPLITS = ("train", "eval")
+GONE_CHECK_S = 15.0    # a step cancelled for its client that has not ended by then is logged
 PROFILE_RETRY_S = 60.0  # a task whose profile failed gets a prompt without numbers until then
 
 
@@ -47,12 +48,36 @@ class DisconnectWatch:
 
     def __init__(self):
         self.gone = False
+        self.cancelled = False  # once: a second cancel would cut the step's own clean-up short
         self._task: Optional[asyncio.Task] = None
 
     def client_gone(self) -> None:
         self.gone = True
-        if self._task is not None:
+        if self._task is not None and not self.cancelled:
             self._task.cancel()
+            self.cancelled = True
+            asyncio.get_running_loop().call_later(GONE_CHECK_S, self._check_ended, self._task)
+
+    def _check_ended(self, task: asyncio.Task) -> None:
+        """A step cancelled for its client ends within a second or so (its processes killed, its
+        files removed); one that has not is reported with where it is."""
+        if not task.done() and self._task is task:
+            log.error("a step whose client left %.0f s ago has not ended; it is at:\n%s", GONE_CHECK_S, where(task))
+
+
+def where(task: asyncio.Task) -> str:
+    """The awaits a pending task is in, outermost first, down to the future it waits on (Task.get_stack
+    shows a suspended task's outermost frame only)."""
+    lines = [repr(task)[:300]]
+    aw = task.get_coro()
+    while aw is not None:
+        frame = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None) or getattr(aw, "ag_frame", None)
+        if frame is None:
+            lines.append(f"  waiting on {aw!r}"[:300])
+            break
+        lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        aw = getattr(aw, "cr_await", None) or getattr(aw, "gi_yieldfrom", None) or getattr(aw, "ag_await", None)
+    return "\n".join(lines)
 
 
 WATCH: ContextVar[Optional[DisconnectWatch]] = ContextVar("kernel_env_disconnect_watch", default=None)
