@@ -28,7 +28,9 @@ what OpenEnv 0.10 lacks:
   --max-message-bytes, binary frames, non-object JSON, unknown message types (uvicorn's own
   ws_max_size, 4x larger, is the hard cap: beyond it the socket is closed with 1009);
 - a reader that notices a closed socket at once and cancels the session's in-flight judge call
-  (see environment.DisconnectWatch), so leaving clients free their GPU/CPU work and their slot.
+  (see environment.DisconnectWatch), so leaving clients free their GPU/CPU work and their slot. A
+  step still running 15 s after its client left is logged with the awaits it is in; so is every
+  unfinished task when a session outlives the shutdown's 30 s grace period (uvicorn then cuts it).
 """
 from __future__ import annotations
 
