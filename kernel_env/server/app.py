@@ -106,8 +106,9 @@ class _WsConnection:
         try:
             await asyncio.wait({app_task})
         except asyncio.CancelledError:  # server shutdown: let the session clean up first
+            unfinished = "\n".join(where(t) for t in asyncio.all_tasks() if not t.done())
             log.error("a session was still running when the shutdown's grace period ended; where it and the "
-                      "server's other unfinished work were:\n%s", "\n".join(where(t) for t in asyncio.all_tasks() if not t.done()))
+                      "server's other unfinished work were:\n%s", unfinished)
             self.watch.client_gone()
             app_task.cancel()
             await asyncio.wait({app_task})
