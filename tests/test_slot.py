@@ -164,10 +164,12 @@ def test_a_sandboxed_run_process_is_stopped_and_continued_through_its_sandbox(mo
         pytest.skip(f"{mode} does not work on this machine")
     work = tmp_path / "w"
     work.mkdir()
-    code = "import time\nn = 0\nwhile True:\n    n += 1; open('count', 'w').write(str(n)); time.sleep(0.005)\n"
+    # the count is replaced whole (os.replace): a read between a truncate and its write would see no count
+    code = ("import os, time\nn = 0\nwhile True:\n    n += 1; open('count.new', 'w').write(str(n)); "
+            "os.replace('count.new', 'count'); time.sleep(0.005)\n")
     proc = subprocess.Popen(wrap(mode, [sys.executable, "-c", code], work, []), env=child_env(work, {}),
                             cwd=work, start_new_session=True)
-    count = lambda: int((work / "count").read_text() or 0)  # noqa: E731
+    count = lambda: int((work / "count").read_text())  # noqa: E731
     try:
         t0 = time.monotonic()
         while not (work / "count").exists() and time.monotonic() - t0 < 30:
