@@ -435,11 +435,7 @@ class Proc:
     async def close(self) -> None:
         """Kill the whole group and wait for the reader tasks: nothing is left running."""
         self.kill()
-        try:
-            async with asyncio.timeout(10):
-                await self.proc.wait()
-        except TimeoutError:
-            pass
+        await self.wait(10)
         # a wrapper (unshare) can exit before the process it started: that one is still giving its
         # GPU memory back; wait until no process of the group is left
         for _ in range(100):

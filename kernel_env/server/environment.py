@@ -48,14 +48,14 @@ class DisconnectWatch:
 
     def __init__(self):
         self.gone = False
-        self.cancelled = False  # once: a second cancel would cut the step's own clean-up short
         self._task: Optional[asyncio.Task] = None
 
     def client_gone(self) -> None:
+        if self.gone:  # once: a second cancel would cut the step's own clean-up short
+            return
         self.gone = True
-        if self._task is not None and not self.cancelled:
+        if self._task is not None:
             self._task.cancel()
-            self.cancelled = True
             asyncio.get_running_loop().call_later(GONE_CHECK_S, self._check_ended, self._task)
 
     def _check_ended(self, task: asyncio.Task) -> None:
