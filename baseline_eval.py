@@ -153,7 +153,11 @@ def main(argv=None) -> dict:
                     bar = None
             last_log = time.monotonic()
             for fut in as_completed(futs):
-                ep = fut.result()  # an EnvFailure or endpoint failure stops the run here, loudly
+                if fut.exception() is not None:
+                    # an EnvFailure or endpoint failure stops the run here, loudly: the episodes not
+                    # begun are dropped, the running ones end (the pool's exit waits for them)
+                    pool.shutdown(wait=False, cancel_futures=True)
+                ep = fut.result()
                 episodes.append(ep)
                 f.write(json.dumps(ep) + "\n")
                 f.flush()

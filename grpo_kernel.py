@@ -271,9 +271,12 @@ def make_rollout_func(args: KernelArgs, out_dir: str, env_url, env_token):
                 ep.update(episode_id=s.episode_id, history=st.history if st else [], env_reconnects=s.reconnects,
                           env_url=s.base_url, episode_tokens=len(prompt_ids[i]) + len(comp[i]))
         finally:
+            # A failed pool.map leaves the other episodes' calls running in the pool, and a session is
+            # not thread-safe: closed from here mid-call, its client stops the loop the call waits on,
+            # and the call waits forever. Each call is bounded by the env timeout and its retries.
+            pool.shutdown(wait=True, cancel_futures=True)
             for s in sessions:
                 s.close()
-            pool.shutdown()
         returns = [episode_return([t["reward"] for t in ep["turns"]], args.return_mode, args.gamma) for ep in eps]
         for ep, ret in zip(eps, returns):
             ep["return"] = ret

@@ -193,6 +193,26 @@ def test_env_session_unreachable_server_is_an_error_not_a_reward():
         sess.reset()
 
 
+def test_an_env_failure_stops_the_run_without_the_episodes_not_begun(tmp_path, monkeypatch):
+    sol = tmp_path / "solutions"
+    sol.mkdir()
+    (sol / "level1__1_Small_ReLU.py").write_text(submission("relu_ok.py"))
+    started = []
+    real = baseline_eval.run_episode
+
+    def counted(*a, **kw):
+        started.append(a[2])
+        return real(*a, **kw)
+
+    monkeypatch.setattr(baseline_eval, "run_episode", counted)
+    with pytest.raises(session.EnvFailure, match="failed 1 times"):
+        baseline_eval.main(["--env_url", "http://127.0.0.1:9", "--policy", "replay", "--solutions", str(sol),
+                            "--split", "train", "--tasks", "level1/1_Small_ReLU", "--samples", "20",
+                            "--concurrency", "1", "--env_retries", "0", "--out", str(tmp_path / "out"),
+                            "--no_progress"])
+    assert 1 <= len(started) <= 2  # not the 20 a pool left to run would take
+
+
 # -- against a real server ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -202,6 +202,40 @@ def test_rollout_env_failure_is_an_error_not_a_reward(tok, tmp_path):
     assert not (tmp_path / "rollouts-rank0.jsonl").exists()
 
 
+def test_rollout_closes_no_session_another_episode_is_still_using(tok, tmp_path, monkeypatch):
+    """One episode fails while another is still resetting: the rollout raises only after that reset
+    ends, and closes each session only then (closed mid-call, OpenEnv's sync client stops the loop
+    the call waits on, and the call hangs)."""
+    import threading
+    import time
+    import grpo_kernel
+    busy_at_close, lock = [], threading.Lock()
+
+    class WatchedSession(session.EnvSession):
+        busy = False
+
+        def reset(self):
+            self.busy = True
+            try:
+                if self.task_id == TRAIN[1]:
+                    time.sleep(1.5)  # still in its reset when the other episode has failed
+                return super().reset()
+            finally:
+                self.busy = False
+
+        def close(self):
+            with lock:
+                busy_at_close.append((self.task_id, self.busy))
+            super().close()
+
+    monkeypatch.setattr(grpo_kernel, "EnvSession", WatchedSession)
+    script, _, _ = _script(tok)
+    rollout = grpo_kernel.make_rollout_func(_kargs(env_retries=0), str(tmp_path), "http://127.0.0.1:9", None)
+    with pytest.raises(session.EnvFailure):
+        rollout(list(TRAIN), FakeTrainer(tok, script))
+    assert sorted(busy_at_close) == [(TRAIN[0], False), (TRAIN[1], False)]
+
+
 def test_feedback_ids_ignore_special_tokens_in_the_text(tok):
     import grpo_kernel
     plain = grpo_kernel.feedback_ids(tok, "build failed")
