@@ -10,6 +10,7 @@ then checks one case. Files whose name starts with gpu_ need CUDA and are only c
 """
 import ast
 import asyncio
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import torch
 from kernel_env import harness
 from kernel_env.judge import Judge, JudgeConfig
 from kernel_env.server.reward import compute_reward
+from kernel_env.tasks import TaskSet, task_folder
 
 from conftest import ROOT, submission
 
@@ -330,9 +332,11 @@ GPU_NO_GAIN = "gpu_side_stream_no_wait.py"  # wrong, or timed no faster than gpu
 # the side-stream pair runs on milliseconds of kernel: on a launch-bound task the twin's events dominate
 
 
-def run_gpu_cases(cache_dir) -> dict:
+def run_gpu_cases(cache_dir, kernelbench_dir) -> dict:
+    # the small tasks and KernelBench's ReLU (a kernel of milliseconds) in one folder
+    tasks = TaskSet(task_folder({c.task for c in GPU_CASES} | {BIG_RELU}, kernelbench_dir))
     judge = Judge(JudgeConfig(device="cuda", cache_dir=cache_dir, build_slots=4, correctness_trials=2 + len(harness.ALT_DISTS),
-                              work_dir=tempfile.mkdtemp(prefix="kernel_env_test_hacks_")))
+                              work_dir=tempfile.mkdtemp(prefix="kernel_env_test_hacks_")), tasks)
     jobs = [(c.file, c.task, c.path) for c in GPU_CASES] + [(GPU_NO_GAIN, BIG_RELU, HACKS / GPU_NO_GAIN)]
 
     async def go():
@@ -359,8 +363,9 @@ def check_gpu_verdicts(vs: dict) -> None:
 
 @slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only cases")
+@pytest.mark.skipif(not os.environ.get("KERNELBENCH_DIR"), reason="needs KernelBench's level1/19_ReLU ($KERNELBENCH_DIR)")
 def test_gpu_cases(cache_dir):
-    check_gpu_verdicts(run_gpu_cases(cache_dir))
+    check_gpu_verdicts(run_gpu_cases(cache_dir, os.environ["KERNELBENCH_DIR"]))
 
 
 def _hardening_script():

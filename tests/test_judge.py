@@ -1016,9 +1016,10 @@ def test_the_reference_worker_checks_the_trials_before_the_timing_and_compare_do
 
 def test_a_prepare_beside_the_end_of_another_evaluation_waits_rather_than_time_or_shrink(tmp_path, monkeypatch):
     """The reference worker's "prepare" marked "beside" (the evaluation before it on the device has not
-    ended) answers "wait" when it would time the reference for a profile not made yet, or make fewer
-    slots than once the other evaluations' slots are given back; else it makes the slots as usual,
-    and each evaluation keeps its own."""
+    ended) answers "wait" when it would time the reference for a profile not made yet, make fewer
+    slots than once the other evaluations' slots are given back, or make slots that do not fit the
+    device's free memory now (trial_rows fixed); else it makes the slots as usual, and each evaluation
+    keeps its own."""
     import hashlib
     from kernel_env.judge import reference_worker as rw
     task = tmp_path / "relu.py"
@@ -1045,11 +1046,18 @@ def test_a_prepare_beside_the_end_of_another_evaluation_waits_rather_than_time_o
     assert beside["trial_rows"] == 5 and beside["slots"] != made["slots"] and len(first["slots"]) == 7
     # a device (its memory readings stood in for) where the slots held by another evaluation make the
     # difference between three trial slots and five
+    real_slot_plan = rw.slot_plan
     monkeypatch.setattr(rw, "device_free", lambda device: 10)
+    monkeypatch.setattr(rw, "plan_bytes", lambda prof, k, sets: 2 * (k + sets))
     monkeypatch.setattr(rw, "slot_plan", lambda req, prof, device, free: (5, 2) if free >= 20 else (3, 2))
     assert prepare(third, 3, others=16, beside=True)["wait"] == "memory" and "slots" not in third
     assert prepare(third, 3, others=4, beside=True)["trial_rows"] == 3  # three either way: no wait
     assert prepare(third, 3)["trial_rows"] == 3  # after it: the slots that fit
+    # trial_rows fixed by the judge's config: the same plan either way, but it does not fit beside
+    monkeypatch.setattr(rw, "slot_plan", real_slot_plan)
+    fourth = {}
+    assert prepare(fourth, 4, others=16, beside=True, trial_rows=5)["wait"] == "memory" and "slots" not in fourth
+    assert prepare(fourth, 4, others=16, trial_rows=5)["trial_rows"] == 5  # after it: as configured
 
 
 @slow
@@ -1102,6 +1110,8 @@ def test_slots_and_timing_sets_shrink_to_the_devices_free_memory(monkeypatch):
     assert plan(8, 75) == (1, 2)       # the L1 norm: one trial slot
     assert plan(8, 70) == (1, 1)       # ... and one timing set
     assert plan(8, 70, trial_rows=2) == (2, 2)  # fixed by the judge's config
+    relu = {"outputs": [{"dtype": "float32", "shape": [6, gib // 4]}], "bytes": 12 * gib}
+    assert rw.plan_bytes(relu, 3, 2) <= 70 * gib < rw.plan_bytes(relu, 4, 2)  # what slot_plan sized above
     assert rw.slot_plan({"seeds": [1, 2, 3], "timing_sets": 2}, {"outputs": [], "bytes": 0},
                         torch.device("cpu"), None) == (3, 2)
 

@@ -342,3 +342,34 @@ def test_a_wrong_kernel_ending_beside_the_next_evaluation_leaves_its_verdict_alo
     got = [(f, v.stage, v.error_kind) for f, v in zip(files, vs)]
     assert got == [(f, "correctness", "output_mismatch") if "wrong" in f else (f, "timed", "none")
                    for f in files], [v.details.get("internal_error") for v in vs]
+
+
+def test_a_pair_of_tasks_that_had_to_wait_prepares_after_the_tail_and_tries_beside_again_rarely():
+    """A PREPARE beside the previous evaluation's tail that answered "wait" (the two do not fit the
+    device's memory at once): the same pair of tasks then waits for the tail at the slot's start, and
+    tries beside again only every PREPARE_RETRY-th time (a try that waits costs seconds). A pair that
+    fits keeps preparing beside; nothing goes beside without the overlap or a tail still running."""
+    from kernel_env.judge import service
+    from kernel_env.judge.devices import Turn
+    retry = service.PREPARE_RETRY
+
+    async def go():
+        judge = SimpleNamespace(cfg=SimpleNamespace(overlap_tail=True), _prepare_waits={})
+
+        def beside(previous, task="level1/b"):
+            return Judge._beside_previous(judge, Turn(previous, task), task)
+
+        big, small = Turn(None, "level1/a"), Turn(None, "level1/c")  # their tails still running
+        assert beside(big) and beside(small)  # a pair not seen before tries beside
+        uses = judge._prepare_waits[("level1/a", "level1/b")][1]
+        judge._prepare_waits[("level1/a", "level1/b")] = (True, uses)  # as _prepare records a "wait"
+        tries = [beside(big) for _ in range(2 * retry)]
+        assert sum(tries) == 2 and tries.index(True) == retry - 1 - uses
+        assert all(beside(small) for _ in range(retry))
+        ended = Turn(None, "level1/c")
+        ended.end_tail()
+        assert not beside(ended)
+        judge.cfg.overlap_tail = False
+        assert not beside(small)
+
+    asyncio.run(go())

@@ -398,15 +398,21 @@ def slot_plan(req: dict, prof: dict, device: torch.device, free: int | None) -> 
         return max(1, min(n, int(fixed))), most
     if device.type != "cuda" or free is None:
         return n, most
-    out_b = sum(harness.spec_nbytes(harness.DTYPES[o["dtype"]], o["shape"]) for o in prof["outputs"])
-    in_b = max(int(prof.get("bytes") or 0) - out_b, 0)  # the inputs, and the model's state: an overestimate
     for sets in range(most, 0, -1):
-        # a kernel's own temporaries and the caching allocator's rounding: the candidate counted twice over
-        others = max((sets + 1) * in_b + 2 * out_b, 2 * (in_b + out_b) + in_b + out_b) + MEMORY_MARGIN
         for k in range(n, 0, -1):
-            if (k + sets) * out_b + others <= free:
+            if plan_bytes(prof, k, sets) <= free:
                 return k, sets
     return 1, 1
+
+
+def plan_bytes(prof: dict, trial_rows: int, timing_sets: int) -> int:
+    """The device memory an evaluation with this many trial slots and timing sets needs at once: its
+    slots, the candidate's inputs and outputs (the timing keeps its input sets beside a call's), a
+    kernel's own temporaries and the caching allocator's rounding (the candidate counted twice over)."""
+    out_b = sum(harness.spec_nbytes(harness.DTYPES[o["dtype"]], o["shape"]) for o in prof["outputs"])
+    in_b = max(int(prof.get("bytes") or 0) - out_b, 0)  # the inputs, and the model's state: an overestimate
+    candidate = max((timing_sets + 1) * in_b + 2 * out_b, 2 * (in_b + out_b) + in_b + out_b)
+    return (trial_rows + timing_sets) * out_b + candidate + MEMORY_MARGIN
 
 
 MEMORY_MARGIN = 1 << 30
@@ -636,9 +642,12 @@ def handle(mode: str, req: dict, t: dict, device: torch.device, name: str, peaks
         t1 = time.monotonic()
         free = device_free(device)
         k, sets = slot_plan(req, prof, device, free)
-        if beside and (k, sets) != slot_plan(req, prof, device, None if free is None else free + others):
+        if beside and free is not None and ((k, sets) != slot_plan(req, prof, device, free + others)
+                                            or plan_bytes(prof, k, sets) > free):
             # beside the end of the evaluation before, whose memory is not back yet: fewer slots than
-            # once it is. The judge asks again later, rather than shrink this evaluation's for nothing
+            # once it is, or slots that do not fit now (trial_rows fixed by the judge's config, or not
+            # even one slot of each fits). The judge asks again later, rather than shrink this
+            # evaluation's for nothing or run out of memory beside the other one
             return {"ok": True, "task_id": t["task_id"], "wait": "memory"}
         held["prof"] = prof
         # source_sha is the judge's hash of the problem file: when it is taken before the

@@ -54,8 +54,10 @@ from .sandbox import Proc, describe_exit, gpu_device_nodes, isolation
 from .verdict import ErrorKind, Stage, Verdict, finish
 
 log = logging.getLogger("kernel_env.judge")
-# a pair of tasks that had to wait to prepare beside the tail before tries beside again every this many times
-PREPARE_RETRY = 16
+# a pair of tasks that had to wait to prepare beside the tail before tries beside again every this many
+# times: only free memory that changed (another process's) can make it fit, and a try that waits costs
+# seconds (docs/log/slot-overlap-2026-12-07.md: ~4 s each on an H100, the next evaluation's PREPARE included)
+PREPARE_RETRY = 256
 __all__ = ["Judge", "JudgeInternalError"]
 
 
