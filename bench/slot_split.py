@@ -90,6 +90,7 @@ async def run_variant(args, name: str, kw: dict, task: str, code: str, tasks: Ta
         t0 = time.monotonic()
         await asyncio.gather(*(client() for _ in range(args.concurrency)))
         wall = time.monotonic() - t0
+        stats = judge.stats()  # the first evaluation's starts included
     finally:
         await judge.aclose()
     ok = [v for v in verdicts if v.correct]
@@ -113,6 +114,9 @@ async def run_variant(args, name: str, kw: dict, task: str, code: str, tasks: Ta
         "before_timing_p50_s": p50([v.timings.get("before_timing_s") for v in ok]),
         "speedup_max_over_min": max(sp) / min(sp) if sp else None,
         "t_new_ms_p50": p50([v.t_new_ms for v in ok]),
+        "reference_workers_started": stats["reference_workers_started"],
+        "reference_workers_retired": stats["reference_workers_retired"],
+        "processes_started_on_demand": stats["processes_started_on_demand"],
         "timings": [v.timings for v in verdicts],  # each evaluation's, in the order they returned: outliers
     }
 
@@ -128,6 +132,10 @@ def table(results: list[dict]) -> str:
             ("prepared beside the previous end, then after it: memory / profile",
              lambda r: f"{r['prepare_waits']['memory']} / {r['prepare_waits']['profile']}"),
             ("judge before_timing_s p50 (the previous end, warm-ups)", lambda r: _f(r["before_timing_p50_s"])),
+            ("reference workers started / retired (the first evaluation's included)",
+             lambda r: f"{r['reference_workers_started']} / {r['reference_workers_retired']}"),
+            ("run processes started for an evaluation, none idle",
+             lambda r: str(sum(n for k, n in r["processes_started_on_demand"].items() if k.startswith("run")))),
             ("t_new ms p50; speedup max/min", lambda r: f"{_f(r['t_new_ms_p50'])}; {_f(r['speedup_max_over_min'], 4)}")]
     rows += [(f"judge {k} p50", lambda r, k=k: _f(r["judge_p50_s"][k])) for k in JUDGE_KEYS[:3]]
     rows += [("judge check_s p50 (reference worker)", lambda r: _f(r["check_p50_s"]))]

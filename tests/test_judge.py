@@ -1081,10 +1081,11 @@ def test_a_reference_worker_that_holds_too_much_ends_after_the_evaluations_it_se
             alive_with_one = a.returncode is None
             ok = (await refs.ask(a, {"mode": "release", "device": "cpu", "eval": "x"}))["ok"]
             await refs.done_with(0, b)
-            return alive_with_one, ok, a.returncode is not None, fresh.returncode is None
+            counts = judge.stats()["reference_workers_started"], judge.stats()["reference_workers_retired"]
+            return alive_with_one, ok, a.returncode is not None, fresh.returncode is None, counts
         finally:
             await judge.aclose()
-    assert asyncio.run(main()) == (True, True, True, True)
+    assert asyncio.run(main()) == (True, True, True, True, (2, 1))
 
 
 def test_slots_and_timing_sets_shrink_to_the_devices_free_memory(monkeypatch):

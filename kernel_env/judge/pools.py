@@ -72,6 +72,7 @@ class CandidatePools:
         self.one_shot = False  # evaluate_sync: one evaluation per event loop, no pool kept between them
         self.triton_warm = triton_warm_dir(cfg.cache_dir)
         self.warm_steps_s: dict[int, collections.deque] = {}  # the last run processes' warm-up steps, s on the judge's clock
+        self.started_on_demand: collections.Counter = collections.Counter()  # take() found none idle
 
     def idle_runners(self) -> int:
         return sum(len(v) for k, v in self.idle.items() if k[0] == "run")
@@ -120,6 +121,7 @@ class CandidatePools:
                 break
             await discard(p)
         else:
+            self.started_on_demand[key] += 1
             p = await self.start_idle(key)
         if not self.one_shot:
             self.fill(key)

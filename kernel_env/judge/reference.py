@@ -90,6 +90,7 @@ class ReferenceWorkers:
         self._locks: dict[int, tuple] = {}  # device -> (event loop, lock around starting its worker)
         self._ahead: set[asyncio.Task] = set()  # workers being started by start_ahead()
         self._stopping = False
+        self.started = self.retired = 0  # workers, for the judge's stats
 
     def alive(self) -> int:
         return sum(1 for w in self.workers.values() if w is not None and w.returncode is None)
@@ -110,6 +111,7 @@ class ReferenceWorkers:
             if w is None:
                 d = Path(tempfile.mkdtemp(prefix="refworker-", dir=self.work_root))
                 w = await Proc.start(WORKER, d, self.env(d, gpu, trusted=True), self.cfg.output_cap_bytes)
+                self.started += 1
                 w.loop, w.workdir = loop, d
                 self.workers[gpu] = w
                 try:
@@ -134,11 +136,15 @@ class ReferenceWorkers:
         if ref in self.retiring:
             await self.drop(gpu, ref)
 
-    def retire(self, gpu: int, ref: Proc) -> None:
+    def retire(self, gpu: int, ref: Proc, held_bytes: int = 0) -> None:
         """The worker holds memory it should not (REFERENCE_HELD_MAX): the next evaluations get a fresh
         one; this one ends with the last evaluation it serves (done_with), not under another one."""
         if self.workers.get(gpu) is ref:
             self.workers[gpu] = None
+        if ref not in self.retiring:
+            self.retired += 1
+            log.info("the reference worker of device %s kept %.2f GiB after an evaluation: a fresh one "
+                     "serves the next ones", gpu, held_bytes / (1 << 30))
         self.retiring.add(ref)
 
     def start_ahead(self, gpu: int) -> None:
@@ -160,7 +166,7 @@ class ReferenceWorkers:
         try:
             res = await self.ask(ref, {"mode": P.RELEASE, "device": self.cfg.device, "eval": evaluation}, timeout=60)
             if res.get("held_bytes", 0) > REFERENCE_HELD_MAX:
-                self.retire(gpu, ref)
+                self.retire(gpu, ref, res["held_bytes"])
         except JudgeInternalError:
             await self.drop(gpu, ref)
 

@@ -214,6 +214,10 @@ class Judge:
         s["isolation"] = self.isolation
         s["precompiled_header_ready"] = (bool(self._pch.dir) if self._pch else False) if self.cfg.precompiled_header else None
         s["reference_workers"] = self.references.alive()
+        s["reference_workers_started"], s["reference_workers_retired"] = self.references.started, self.references.retired
+        # candidate processes an evaluation had to start because none was idle (it waits for the start)
+        s["processes_started_on_demand"] = {k[0] if k[1] is None else f"{k[0]}{k[1]}": n
+                                            for k, n in self.pools.started_on_demand.items()}
         s["idle_runners"] = self.pools.idle_runners()
         s["idle_builders"] = len(self.pools.idle[BUILD])
         # the run processes' warm-up steps (the last 200 of each, s on the judge's clock, stopped time
@@ -406,7 +410,7 @@ class Judge:
                     released = True  # the worker gave back the slots' memory before answering
                     passed, mismatch = res["compare"]["passed"], res["compare"]["mismatch"]
                     if res.get("held_bytes", 0) > REFERENCE_HELD_MAX:
-                        self.references.retire(gpu, ref)
+                        self.references.retire(gpu, ref, res["held_bytes"])
                 self._profiles[task.task_id] = prep["profile"]
                 v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
                 self._stats["measures"] += 1
