@@ -5,12 +5,17 @@ each module file's SHA-256 beside that folder (`.published/`, not inside it: the
 candidate's sandbox). A module is loaded only while its file still has that hash. Both sides check:
 the judge before it skips the build of a source it has built (judge/builds.py), and the build and
 run processes before they load from the folder (candidate/runner.py), so what fast_build then loads
-is what the judge published.
+is what the judge published. The same for the binding objects it publishes, which compile processes
+put in a build in place of compiling its `main.o` (candidate/binding_objects.py).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import secrets
+import shutil
 from pathlib import Path
 
 from .candidate.fast_build import BUILT_MANIFEST
@@ -67,3 +72,41 @@ def intact(ext_dir: Path, *, if_absent: bool) -> bool:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
     return True
+
+
+# binding objects (candidate/binding_objects.py): <folder>/<key>.o, with its SHA-256 in <key>.sha256
+MAX_BINDING_OBJECT_BYTES = 64 << 20
+_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+def binding_object(folder: Path, key: str) -> Path | None:
+    """The object the judge published under `key`, if its file still has the hash recorded then."""
+    if not _KEY.fullmatch(key):
+        return None
+    path = folder / f"{key}.o"
+    try:
+        recorded = (folder / f"{key}.sha256").read_text().strip()
+    except OSError:
+        return None
+    return path if recorded and not path.is_symlink() and sha256(path) == recorded else None
+
+
+def publish_binding_object(folder: Path, key: str, built: Path) -> bool:
+    """Copy a compile process's main.o into `folder` under `key` (the hash recorded first, the object
+    renamed into place), unless one is there. Returns whether it was published."""
+    if not _KEY.fullmatch(key) or binding_object(folder, key) is not None:
+        return False
+    try:
+        if built.is_symlink() or not built.is_file() or built.stat().st_size > MAX_BINDING_OBJECT_BYTES:
+            return False
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{key}.{secrets.token_hex(4)}"
+        shutil.copyfile(built, tmp)
+        digest = sha256(tmp)
+        record = folder / f".{key}.sha256.{secrets.token_hex(4)}"
+        record.write_text(digest)
+        os.replace(record, folder / f"{key}.sha256")
+        os.replace(tmp, folder / f"{key}.o")
+        return True
+    except OSError:
+        return False

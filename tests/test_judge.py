@@ -853,6 +853,29 @@ def test_samples_that_share_a_kernel_compile_it_once(cache_dir):
 
 
 @slow
+def test_builds_with_the_same_binding_file_compile_it_once(cache_dir):
+    # Two calls that differ only in what main.cpp does not see (here the link flags; a CUDA submission's
+    # .cu): the second compile process links the binding object the judge published after the first,
+    # read from the judge's cache inside its sandbox.
+    tag = os.urandom(6).hex()
+    def code(ldflag):
+        return ("import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+                f'cpp = "#include <torch/extension.h>\\n// {tag}: one binding file\\n'
+                'torch::Tensor relu(torch::Tensor x) { x = x.contiguous(); auto y = torch::empty_like(x); '
+                'const float* p = x.data_ptr<float>(); float* q = y.data_ptr<float>(); '
+                'for (int64_t i = 0; i < x.numel(); ++i) q[i] = p[i] > 0 ? p[i] : 0; return y; }"\n'
+                f'ext = load_inline(name="relu_{tag}", cpp_sources=cpp, functions=["relu"], extra_ldflags=["{ldflag}"])\n'
+                "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.relu(x)\n")
+    judge = make_judge(cache_dir)
+    first = judge.evaluate_sync("level1/1_Small_ReLU", code("-lm"))
+    second = judge.evaluate_sync("level1/1_Small_ReLU", code("-ldl"))
+    stats = judge.stats()
+    assert first.correct and second.correct, (first.feedback, second.feedback)
+    assert stats["binding_objects_published"] == 1 and stats["binding_objects_reused"] == 1, stats
+    assert first.timings["build_s"] > second.timings["build_s"], (first.timings, second.timings)
+
+
+@slow
 def test_a_stalled_event_loop_does_not_void_an_honest_timing(cache_dir):
     # Under load the judge's event loop can stand still longer than a timing lasts; the run process's
     # "outputs" and "timed" are then read together, as if the timing took no wall time. On the H200

@@ -56,7 +56,7 @@ from pathlib import Path
 # The harness binds its timer primitives at import: before the submission can touch them.
 from kernel_env import harness, published_builds
 from kernel_env import protocol as P
-from kernel_env.candidate import fast_build, share, watch
+from kernel_env.candidate import binding_objects, fast_build, share, watch
 from kernel_env.compute_policy import POLICIES, STRICT
 
 # What the timing code relies on, captured before the submission runs: checked again after timing.
@@ -67,7 +67,8 @@ _SAVED = {name: getattr(harness, name) for name in _PRIMITIVES}
 _SAVED_TIME = (time.perf_counter, time.monotonic)
 _SAVED_READLINE = sys.stdin.readline  # the judge's word to start timing comes after the submission is loaded
 _SAVED_SHARE = (share.measure, watch.profiling)
-PLAN_ENV = ("KERNEL_ENV_BUILT_DIR", "KERNEL_ENV_PCH_DIR")  # build settings that come with the plan
+# build settings that come with the plan (a compile process's: also where the judge's binding objects are)
+PLAN_ENV = ("KERNEL_ENV_BUILT_DIR", "KERNEL_ENV_PCH_DIR", binding_objects.ENV)
 
 AUDIT_P = 0.15     # share of timing-phase calls preceded by a watched, untimed call on the same inputs
 MAX_AUDITS = 8

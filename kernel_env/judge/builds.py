@@ -32,8 +32,9 @@ from collections import OrderedDict
 from pathlib import Path
 
 from .. import protocol as P
+from ..candidate import binding_objects
 from ..candidate.fast_build import BUILT_MANIFEST, PLAIN_NAME
-from ..published_builds import hashes_file, read_hashes, sha256, intact as published_intact
+from ..published_builds import hashes_file, publish_binding_object, read_hashes, sha256, intact as published_intact
 from . import deadlines
 from . import feedback as fb
 from .config import JudgeConfig
@@ -84,6 +85,7 @@ class Builds:
         # in a thread, so that every other session's messages go on; one at a time, as merges into
         # one folder must be
         self._publishing = asyncio.Lock()
+        self.binding_objects = cfg.cache_dir / "binding-objects"
 
     @staticmethod
     def _key(source: str, pch_dir: str | None) -> str:
@@ -198,7 +200,10 @@ class Builds:
             # only compilers run there, but on the candidate's sources (an assembler's .incbin of any
             # large file it can read makes an object file of that size), and the build moves into the cache
             compiler.watch_folder(compiler.workdir, self.cfg.folder_quota_bytes, self.cfg.folder_quota_files)
-            if not await compiler.send(json.dumps({"cmd": P.COMPILE, "env": build_env, "call": call,
+            env = build_env
+            if self.cfg.share_binding_objects:
+                env = {**build_env, binding_objects.ENV: str(self.binding_objects)}
+            if not await compiler.send(json.dumps({"cmd": P.COMPILE, "env": env, "call": call,
                                                   "memory_bytes": self.cfg.compile_memory_bytes})):
                 raise JudgeInternalError("the compile process ended before it got its call: " + compiler.output()[-1500:])
             t0 = time.monotonic()
@@ -212,6 +217,7 @@ class Builds:
                 return {"cmd": P.COMPILED, "ok": False, "message": "the compile of this load_inline call was "
                         f"stopped: {compiler.over_quota}"}
             if msg.get("event") == P.COMPILED:
+                await self._share_binding(msg.get("binding_object"), compiler.workdir / "torch_extensions" / call["name"])
                 await self.publish(compiler.workdir / "torch_extensions", ext_dir)
                 return {"cmd": P.COMPILED, "ok": True}
             if msg.get("event") == P.ERROR:
@@ -227,6 +233,16 @@ class Builds:
                     f"{describe_exit(compiler.returncode)}:\n{compiler.output()[-4000:]}"}
         finally:
             await asyncio.shield(discard(compiler))
+
+    async def _share_binding(self, said, built: Path) -> None:
+        """What the compile process did with its binding object (a claim): count a reuse, publish a new one."""
+        if not self.cfg.share_binding_objects or not isinstance(said, dict) or not isinstance(said.get("key"), str):
+            return
+        if said.get("reused") is True:
+            self.stats["binding_objects_reused"] += 1
+        elif await asyncio.to_thread(publish_binding_object, self.binding_objects, said["key"],
+                                     built / binding_objects.OBJECT):
+            self.stats["binding_objects_published"] += 1
 
     async def publish(self, staged: Path, ext_dir: Path) -> None:
         """publish_build, off the event loop. A cancelled evaluation still lets the move finish before

@@ -165,6 +165,9 @@ class JudgeConfig:
     # build goes to "core"), or a light prelude of ATen headers ("core" | "aten"; "off" = torch's own
     # path); and a precompiled torch/extension.h for main.cpp (docs/design/builds.md)
     fast_build: str = "shim"
+    # a binding file (main.cpp) compiled before, with the same text, command and toolchain, is not compiled
+    # again: compile processes link the object the judge published (candidate/binding_objects.py)
+    share_binding_objects: bool = True
     precompiled_header: bool = True
     # torch's bytecode compiled once for the candidate processes (judge/bytecode_cache.py): on the H200
     # box, whose torch ships none, a run process's start took 7.8 CPU-s p50 without it

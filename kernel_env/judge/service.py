@@ -92,7 +92,8 @@ class Judge:
         self.references = ReferenceWorkers(cfg, devices, self.work_root, self.env)
         self._stats = {"evaluations": 0, "by_stage": {}, "waiting_build": 0, "waiting_device": 0, "running": 0,
                        "build_wait_s_total": 0.0, "device_wait_s_total": 0.0,
-                       "build_s_total": 0.0, "builds": 0, "compiles_rejected_again": 0, "measure_s_total": 0.0, "measures": 0}
+                       "build_s_total": 0.0, "builds": 0, "compiles_rejected_again": 0,
+                       "binding_objects_reused": 0, "binding_objects_published": 0, "measure_s_total": 0.0, "measures": 0}
         self.builds = Builds(cfg, self.pools, self._stats)
         self._t0 = time.monotonic()
         self._profiles: dict[str, dict] = {}  # task id -> profile, for this judge's device

@@ -39,6 +39,7 @@ OTHER_VARIABLES = {
     "KERNEL_ENV_PCH_DIR": "the precompiled header's folder, for candidate builds",
     "KERNEL_ENV_BUILT_DIR": "earlier builds a candidate process may load",
     "KERNEL_ENV_CUDA_PRELUDE": "the fast build's prelude, for candidate builds",
+    "KERNEL_ENV_BINDING_OBJECTS": "the binding objects the judge published, for compile processes",
     "KERNEL_ENV_TRITON_KEY": "the hash of Triton's install, for candidate run processes",
 }
 # KERNEL_ENV_DEVICE and KERNEL_ENV_FAST_BUILD are flags here (--device, --fast-build) and also set by
