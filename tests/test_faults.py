@@ -248,6 +248,39 @@ def test_folder_usage_counts_the_blocks_files_hold_and_stops_past_its_entry_limi
     assert folder_usage(tmp_path, 5)[1] == 6  # stopped past 5 entries
 
 
+def test_folder_usage_reads_a_folder_again_when_its_listing_is_closed_under_it(tmp_path, monkeypatch):
+    # Under load on the H100 a listing's own descriptor was closed under it (EBADF) while other
+    # threads of the judge opened and closed files; the quota check raised into the evaluation.
+    import errno
+    from kernel_env.judge import sandbox
+    (tmp_path / "sub").mkdir()
+    for i in range(10):
+        (tmp_path / "sub" / str(i)).write_bytes(b"y" * 4096)
+    real, broken = os.scandir, []
+
+    class ClosedUnderIt:
+        def __init__(self, path):
+            self.it = real(path)
+        def __enter__(self):
+            return self
+        def __exit__(self, *exc):
+            self.it.close()
+        def __iter__(self):
+            for i, e in enumerate(self.it):
+                if i == 3:
+                    raise OSError(errno.EBADF, "Bad file descriptor")
+                yield e
+
+    def scandir(path):
+        if str(path).endswith("sub") and not broken:
+            broken.append(path)
+            return ClosedUnderIt(path)
+        return real(path)
+    monkeypatch.setattr(sandbox.os, "scandir", scandir)
+    used, n = sandbox.folder_usage(tmp_path, 100)
+    assert broken and n == 11 and 10 * 4096 <= used < (1 << 20), (used, n)
+
+
 @slow
 @pytest.mark.parametrize("where,code,quota,stage", [
     # 16 x 8 MiB in forward, then nothing more: over a 32 MiB limit

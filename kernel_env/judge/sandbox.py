@@ -267,24 +267,36 @@ def folder_usage(folder: Path, max_entries: int) -> tuple[int, int]:
     """(bytes on disk, entries) under `folder`, links not followed; the walk stops past `max_entries`
     (a folder of millions of empty files is over any limit, and costly to walk). Bytes are the blocks
     a file holds: a sparse file counts what it uses."""
-    used, n, stack = 0, 0, [str(folder)]
+    used, n, stack, again = 0, 0, [str(folder)], set()
     while stack and n <= max_entries:
+        path = stack.pop()
         try:
-            it = os.scandir(stack.pop())
+            it = os.scandir(path)
         except OSError:
             continue
-        with it:
-            for e in it:
-                n += 1
-                if n > max_entries:
-                    break
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
-                    else:
-                        used += e.stat(follow_symlinks=False).st_blocks * 512
-                except OSError:
-                    pass
+        here, files, folders = 0, 0, []
+        try:
+            with it:
+                for e in it:
+                    files += 1
+                    if n + files > max_entries:
+                        break
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            folders.append(e.path)
+                        else:
+                            here += e.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        pass
+        except OSError:
+            # the listing's own descriptor closed under it (EBADF, seen under load on the H100 while
+            # other threads of the judge opened and closed files): the folder is read once more
+            if path not in again:
+                again.add(path)
+                stack.append(path)
+            continue
+        used, n = used + here, n + files
+        stack += folders
     return used, n
 
 
