@@ -135,18 +135,16 @@ def test_a_binding_file_compiled_once_is_linked_from_the_published_object(pch, t
     assert "main.o: compile" not in (built / "build.ninja").read_text()  # ninja only linked it
     assert sha256(built / "main.o") == sha256(objects / f"{key}.o")
 
-    # a published object whose file changed since is not used: compiled again
+    # a published object whose file changed since is not handed out (the compile process asks this)
     obj = objects / f"{key}.o"
     data = bytearray(obj.read_bytes())
     data[-1] ^= 0xFF
     obj.write_bytes(bytes(data))
     assert binding_object(objects, key) is None
-    third, built = compile_in_a_fresh_process("third")
-    assert third["binding_object"] == {"key": key, "reused": False}
-    assert "main.o: compile" in (built / "build.ninja").read_text()
 
     # one with its recorded hash that does not link (not an object at all): compiled here after all
     obj.write_bytes(b"not an object file")
     (objects / f"{key}.sha256").write_text(sha256(obj))
-    fourth, built = compile_in_a_fresh_process("fourth")
-    assert fourth["binding_object"] == {"key": key, "reused": False}
+    third, built = compile_in_a_fresh_process("third")
+    assert third["binding_object"] == {"key": key, "reused": False}
+    assert "main.o: compile" in (built / "build.ninja").read_text()
