@@ -87,6 +87,8 @@ def test_a_binding_file_whose_object_may_depend_on_more_than_its_text_is_compile
     {"extra_cflags": ["-include", "/tmp/x.h"]},
     {"extra_cflags": ["-I/tmp"]},
     {"extra_cflags": ["-fprofile-use=/tmp/profile"]},      # profile data read from a file
+    {"extra_cflags": ["-fprofile-use"]},                    # ... from the build folder
+    {"extra_cflags": ["-fauto-profile"]},
     {"extra_cflags": ["-Wp,-include,/tmp/x.h"]},            # flags passed on to the preprocessor
     {"extra_cflags": ['-DX="a b"']},
     {"extra_cflags": "-march=native"},                      # the machine's own CPU

@@ -42,8 +42,8 @@ _PLAIN_INCLUDE = re.compile(r"[ \t]*#[ \t]*include[ \t]*<(?!/)(?![^>]*\.\.)[A-Za
 _LIGHT_PREFIX = "// (light binding) "
 _UNSHAREABLE = re.compile(r"asm|__DATE__|__TIME__|__TIMESTAMP__|__COUNTER__|__has_include|__has_embed|_Pragma"
                           r"|#[ \t]*(pragma[ \t]+GCC|embed)|%:|\?\?=|\r")
-# the call's own C++ flags that read no file and name no include folder
-_PLAIN_FLAG = re.compile(r"-(O[0-3sgz]?|D[A-Za-z_]\w*(=[\w.+-]*)?|U[A-Za-z_]\w*|std=[\w+]+|f(no-)?[a-z0-9-]+"
+# the call's own C++ flags that read no file and name no include folder (profile feedback reads one)
+_PLAIN_FLAG = re.compile(r"-(O[0-3sgz]?|D[A-Za-z_]\w*(=[\w.+-]*)?|U[A-Za-z_]\w*|std=[\w+]+|f(?!(no-)?(auto-)?profile)(no-)?[a-z0-9-]+"
                          r"|f(visibility|fp-contract|abi-version)=\w+|W(?![apl],)[\w=+-]*|w|g[0-3]?|pthread|m(avx|sse|fma|bmi)[\w.-]*)")
 _EDGE = re.compile(r"^build main\.o: compile (\S+)$", re.M)
 
