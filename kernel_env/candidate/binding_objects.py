@@ -71,7 +71,8 @@ def _as_list(x) -> list:
     return [x] if isinstance(x, str) else list(x) if isinstance(x, (list, tuple)) else [None]
 
 
-def _ninja_vars(text: str) -> dict:
+def ninja_vars(text: str) -> dict:
+    """The top-level `name = value` lines of a build.ninja (cxx, cflags, ...)."""
     return dict(line.split(" = ", 1) for line in text.splitlines() if " = " in line and not line.startswith(" "))
 
 
@@ -80,14 +81,14 @@ def _file_identity(path: str) -> list:
     return [os.path.realpath(path), st.st_size, st.st_mtime_ns]
 
 
-def key(build_dir: Path, ninja_text: str) -> str | None:
+def key(build_dir: Path, ninja_text: str, main_cpp: str) -> str | None:
     """The key of the build folder's main.o: its compile command (the build folder's path left out),
-    main.cpp, the compiler, and every file of the include folders the command names that are not the
+    main.cpp's text (as `shareable` read it), the compiler, and every file of the include folders the command names that are not the
     system's or torch's (the judge's include folder, the precompiled header's). None when it cannot
     be made."""
     from .fast_build import INCLUDE_DIR
     m = _EDGE.search(ninja_text)
-    v = _ninja_vars(ninja_text)
+    v = ninja_vars(ninja_text)
     if not m or "cxx" not in v or Path(m.group(1)) != build_dir / "main.cpp":
         return None
     cxx = shutil.which(v["cxx"])
@@ -108,7 +109,7 @@ def key(build_dir: Path, ninja_text: str) -> str | None:
                     ident = (hashlib.sha256(entry.read_bytes()).hexdigest()
                              if os.path.realpath(folder) in trusted else _file_identity(str(entry)))
                     h.update(json.dumps([str(entry), ident]).encode())
-        h.update((build_dir / "main.cpp").read_bytes())
+        h.update(main_cpp.encode())
     except (OSError, ValueError):
         return None
     return h.hexdigest()
@@ -128,7 +129,7 @@ def before_ninja(build_dir: Path, call: dict) -> str | None:
         return None
     if not folder or not shareable(main_cpp, call):
         return None
-    k = key(build_dir, text)
+    k = key(build_dir, text, main_cpp)
     if k is None:
         return None
     LAST.update(key=k, reused=False)

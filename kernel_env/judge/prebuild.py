@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..candidate.binding_objects import ninja_vars
+
 log = logging.getLogger("kernel_env.judge")
 
 HEADER = "kernel_env_torch_extension.h"   # the name candidate/fast_build.py includes
@@ -50,11 +52,6 @@ def torch_cflags(with_cuda: bool) -> tuple[str, list[str]]:
     vals = ninja_vars(text)
     flags = [f for f in shlex.split(vals["cflags"]) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
     return vals.get("cxx", "c++"), flags
-
-
-def ninja_vars(text: str) -> dict:
-    """The top-level `name = value` lines of a build.ninja (cxx, cflags, ...)."""
-    return dict(line.split(" = ", 1) for line in text.splitlines() if " = " in line and not line.startswith(" "))
 
 
 def pch_dir(cache_dir: Path, cxx: str, flags: list[str], variants=tuple(VARIANTS)) -> Path:

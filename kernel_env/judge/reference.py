@@ -147,6 +147,12 @@ class ReferenceWorkers:
                      "serves the next ones", gpu, held_bytes / (1 << 30))
         self.retiring.add(ref)
 
+    def retire_if_holding(self, gpu: int, ref: Proc, answer: dict) -> None:
+        """After the worker gave an evaluation's slots back (its RELEASE or COMPARE answer): retired if it
+        still holds more than REFERENCE_HELD_MAX."""
+        if answer.get("held_bytes", 0) > REFERENCE_HELD_MAX:
+            self.retire(gpu, ref, answer["held_bytes"])
+
     def start_ahead(self, gpu: int) -> None:
         """Start the device's worker in the background (no task yet: the warm-up imports none)."""
         t = asyncio.ensure_future(self._start_ahead(gpu))
@@ -165,8 +171,7 @@ class ReferenceWorkers:
         cannot (a candidate that died holding them), it ends, and its memory with it."""
         try:
             res = await self.ask(ref, {"mode": P.RELEASE, "device": self.cfg.device, "eval": evaluation}, timeout=60)
-            if res.get("held_bytes", 0) > REFERENCE_HELD_MAX:
-                self.retire(gpu, ref, res["held_bytes"])
+            self.retire_if_holding(gpu, ref, res)
         except JudgeInternalError:
             await self.drop(gpu, ref)
 

@@ -47,7 +47,7 @@ from .environ import ProcessEnv
 from .inert_import import is_inert
 from .intake import screen_parsed
 from .pools import BUILD, COMPILE, CandidatePools, discard
-from .reference import (REFERENCE_HELD_MAX, WORKER, JudgeInternalError, ReferenceWorkers, common_request,
+from .reference import (WORKER, JudgeInternalError, ReferenceWorkers, common_request,
                         task_request, timing_rule)
 from .run_stage import drive
 from .sandbox import Proc, describe_exit, gpu_device_nodes, isolation
@@ -410,8 +410,7 @@ class Judge:
                     v.details["ref_phases"]["compare"] = res.get("phases")
                     released = True  # the worker gave back the slots' memory before answering
                     passed, mismatch = res["compare"]["passed"], res["compare"]["mismatch"]
-                    if res.get("held_bytes", 0) > REFERENCE_HELD_MAX:
-                        self.references.retire(gpu, ref, res["held_bytes"])
+                    self.references.retire_if_holding(gpu, ref, res)
                 self._profiles[task.task_id] = prep["profile"]
                 v.timings["reference_s"] = round(time.monotonic() - t_c, 3)
                 self._stats["measures"] += 1
