@@ -15,21 +15,12 @@ from pathlib import Path
 import pytest
 
 from kernel_env.candidate import binding_objects
-from kernel_env.judge import prebuild
 from kernel_env.published_builds import binding_object, publish_binding_object, sha256
 
 from conftest import ROOT
+from test_fast_build import OK_SRC, pch  # noqa: F401 (pch: the session's precompiled header, a fixture)
 
-SRC = """
-#include <torch/extension.h>
-#include <vector>
-torch::Tensor scale_add(torch::Tensor x, double a, double b) {
-    auto y = torch::empty_like(x);
-    auto xp = x.data_ptr<float>(); auto yp = y.data_ptr<float>();
-    for (int64_t i = 0; i < x.numel(); ++i) yp[i] = xp[i] * a + b;
-    return y;
-}
-"""
+SRC = "#include <torch/extension.h>\n#include <vector>\n" + OK_SRC
 
 CHILD = textwrap.dedent(r'''
     import importlib.util, json, os, sys
@@ -100,13 +91,6 @@ def test_a_call_with_include_folders_or_file_reading_flags_is_compiled(call):
 def test_a_function_docstring_cannot_smuggle_a_directive_into_the_binding_file():
     text = main_cpp("torch::Tensor f(torch::Tensor x);") + '\nm.def("g", g, "x");\n#include "cuda.cu"\n//");'
     assert not binding_objects.shareable(text, {})
-
-
-@pytest.fixture(scope="module")
-def pch(cache_dir) -> Path:
-    d = prebuild.build(cache_dir, with_cuda=False, variants=("O2",))
-    assert d is not None
-    return d
 
 
 @pytest.mark.slow
