@@ -14,9 +14,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
 SHARED_KB = ROOT.parent / "shared" / "kernelbench"
 
-# Before anything imports kernel_env: servers and judges started by tests inherit this cache.
-_OWN_CACHE = "KERNEL_ENV_CACHE" not in os.environ
-os.environ.setdefault("KERNEL_ENV_CACHE", tempfile.mkdtemp(prefix="kernel_env_test_cache_"))
+# Before anything imports kernel_env: every temp folder of the session (judges' work folders, servers'
+# TMPDIR, Ray's session, the build cache) goes under one folder, removed at the end. Judges a test
+# kills, or leaves to a lost node, cannot remove their own folders (~57 MB each).
+SESSION_TMP = tempfile.mkdtemp(prefix="kernel_env_tests_")
+os.environ["TMPDIR"] = tempfile.tempdir = SESSION_TMP
+# servers and judges started by tests inherit this cache
+os.environ.setdefault("KERNEL_ENV_CACHE", tempfile.mkdtemp(prefix="cache_"))
 # The test submissions compile with -O2: one precompiled header (judge/prebuild.py), not three.
 os.environ.setdefault("KERNEL_ENV_PCH_VARIANTS", "O2")
 
@@ -27,9 +31,9 @@ def cache_dir() -> Path:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """The session's own cache goes with it (builds and a ~0.8 GB precompiled header)."""
-    if _OWN_CACHE:
-        shutil.rmtree(os.environ["KERNEL_ENV_CACHE"], ignore_errors=True)
+    """The session's temp folders go with it (the cache too, unless it was given: builds and a ~0.8 GB
+    precompiled header)."""
+    shutil.rmtree(SESSION_TMP, ignore_errors=True)
 
 
 def waits_for_the_loop(real):
