@@ -5,7 +5,10 @@ Each case is the shared test kernel (tests/submissions/relu_ok.py: cached build)
 into ModelNew.forward or into the module body.
 """
 import os
+import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -279,6 +282,67 @@ def test_folder_usage_reads_a_folder_again_when_its_listing_is_closed_under_it(t
     monkeypatch.setattr(sandbox.os, "scandir", scandir)
     used, n = sandbox.folder_usage(tmp_path, 100)
     assert broken and n == 11 and 10 * 4096 <= used < (1 << 20), (used, n)
+
+
+# Proc's whole life (start, a message, close) under each event loop the judge may run on, in a process
+# of its own, traced: a close of a descriptor number no longer open is a double close, which under
+# load closes a file another thread of the judge has just opened under that number
+PROC_LIFE = r"""
+import asyncio, os, sys, tempfile
+from pathlib import Path
+from kernel_env.judge.sandbox import Proc
+CHILD = [sys.executable, "-S", "-c", "import os, sys; os.write(int(sys.argv[1]), b'{\"event\": \"hi\"}\\n')"]
+async def main():
+    for _ in range(5):
+        p = await Proc.start(CHILD, Path(tempfile.mkdtemp()), dict(os.environ), 4096)
+        assert (await p.next_message(30))["event"] == "hi"
+        await p.close()
+    print("ok")
+if sys.argv[1] == "uvloop":
+    import uvloop
+    uvloop.run(main())
+else:
+    asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_protocol_pipe_is_closed_once(loop, tmp_path):
+    if loop == "uvloop":
+        pytest.importorskip("uvloop")  # uvicorn's loop where it is installed (the server's)
+    trace = tmp_path / "trace"
+    r = subprocess.run(["strace", "-f", "-qq", "-e", "trace=close", "-o", str(trace), sys.executable, "-c", PROC_LIFE,
+                        loop], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+    bad = [ln for ln in trace.read_text().splitlines() if "EBADF" in ln and "close(-1)" not in ln]
+    assert not bad, bad[:5]
+
+
+def test_a_process_flooding_its_protocol_pipe_costs_the_judge_nothing(tmp_path):
+    """Lines the judge has not asked for stop being read once a few wait: the writer blocks, and the
+    judge's loop neither parses them nor keeps them (before: ~400,000 a second parsed and queued)."""
+    import asyncio
+    import resource
+    from kernel_env.judge import sandbox
+    flood = [sys.executable, "-S", "-c", "import os, sys, time\nfd, t = int(sys.argv[-1]), time.time()\n"
+             "while time.time() - t < 3: os.write(fd, b'{}\\n' * 20000)"]
+
+    async def go():
+        p = await sandbox.Proc.start(flood, tmp_path, dict(os.environ), 4096)
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        await asyncio.sleep(3)
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        queued = p.messages.qsize()
+        first = await p.next_message(5)
+        t0 = time.monotonic()
+        await p.close()
+        return queued, first, cpu1.ru_utime - cpu0.ru_utime, time.monotonic() - t0
+
+    queued, first, cpu_s, close_s = asyncio.run(go())
+    assert queued <= sandbox.MAX_QUEUED_MESSAGES and first == {}, (queued, first)
+    assert cpu_s < 1.0, f"the judge spent {cpu_s:.2f} CPU-s on 3 s of flood"
+    assert close_s < 15, close_s
 
 
 @slow

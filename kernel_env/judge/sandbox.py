@@ -50,6 +50,10 @@ _PASS_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CC", "CXX", "T
              "NVIDIA_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
              "PYTHONPATH")
 MAX_PROTOCOL_LINE = 4 * 1024 * 1024
+# protocol messages a process may have sent that the judge has not read yet; past them, its protocol
+# pipe is not read (it blocks writing) until the judge reads. A process flooding the pipe with lines
+# would otherwise hold the judge's event loop parsing them and its memory growing, until its deadline.
+MAX_QUEUED_MESSAGES = 32
 
 
 def child_env(workdir: Path, extra: dict) -> dict:
@@ -300,16 +304,66 @@ def folder_usage(folder: Path, max_entries: int) -> tuple[int, int]:
     return used, n
 
 
+class ProtocolPipe:
+    """The read end of a child's protocol pipe, fed into a StreamReader through the loop's add_reader;
+    its descriptor is closed here, once. Not loop.connect_read_pipe: under uvloop (uvicorn's loop when
+    installed) its transport and the file object it keeps both close the descriptor
+    (MagicStack/uvloop#763), and the second close can hit a file another thread has opened under the
+    same number since (a folder listing or removal of the judge's, which then fails with EBADF)."""
+
+    def __init__(self, fd: int, reader: asyncio.StreamReader):
+        self._fd: int | None = fd
+        self._reader = reader
+        self._loop = asyncio.get_running_loop()
+        self._paused = False
+        os.set_blocking(fd, False)
+        reader.set_transport(self)  # the reader pauses us while its buffer is full (pause_reading)
+        self._loop.add_reader(fd, self._ready)
+
+    def _ready(self) -> None:
+        try:
+            data = os.read(self._fd, 1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if data:
+            self._reader.feed_data(data)
+        else:
+            self._reader.feed_eof()
+            self.close()
+
+    def pause_reading(self) -> None:
+        if self._fd is not None and not self._paused:
+            self._paused = True
+            self._loop.remove_reader(self._fd)
+
+    def resume_reading(self) -> None:
+        if self._fd is not None and self._paused:
+            self._paused = False
+            self._loop.add_reader(self._fd, self._ready)
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        if not self._paused:
+            self._loop.remove_reader(fd)  # before the close: the loop must not watch a number it no longer owns
+        os.close(fd)
+
+
 class Proc:
     """One child process: protocol messages as a queue, output kept up to a cap."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, proto_reader: asyncio.StreamReader, out_cap: int, transport):
+    def __init__(self, proc: asyncio.subprocess.Process, proto_reader: asyncio.StreamReader, out_cap: int,
+                 pipe: ProtocolPipe):
         self.proc = proc
         self.answer_lost = False  # a request's answer will never be read: its wait was cancelled (reference.ask)
         self.ask_lock = asyncio.Lock()  # one request at a time (reference.ask)
         self.messages: asyncio.Queue = asyncio.Queue()
+        self._taken = asyncio.Event()  # next_message took one: room to read the next line
         self._proto = proto_reader
-        self._transport = transport
+        self._pipe = pipe
         self._cap = out_cap
         self._head = bytearray()
         self._tail = bytearray()
@@ -333,10 +387,8 @@ class Proc:
             os.close(wfd)
             raise
         os.close(wfd)
-        loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=MAX_PROTOCOL_LINE)
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(rfd, "rb", 0))
-        return cls(proc, reader, out_cap, transport)
+        return cls(proc, reader, out_cap, ProtocolPipe(rfd, reader))
 
     async def _read_output(self):
         half = self._cap // 2
@@ -357,6 +409,9 @@ class Proc:
     async def _read_protocol(self):
         try:
             while True:
+                while self.messages.qsize() >= MAX_QUEUED_MESSAGES:
+                    self._taken.clear()
+                    await self._taken.wait()
                 line = await self._proto.readline()
                 if not line:
                     break
@@ -384,7 +439,9 @@ class Proc:
         event loop as a cancel and drops the cancel (a cancelled evaluation went on driving its candidate)."""
         try:
             async with asyncio.timeout(timeout):
-                return await self.messages.get()
+                msg = await self.messages.get()
+            self._taken.set()
+            return msg
         except TimeoutError:
             return {"event": "timeout"}
 
@@ -457,7 +514,7 @@ class Proc:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._transport.close()
+        self._pipe.close()
 
     @property
     def returncode(self):
