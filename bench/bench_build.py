@@ -66,20 +66,27 @@ print("CPU_S", sum(r.ru_utime + r.ru_stime for r in ru))
 """
 
 
+def build_env(mode: str, ext_dir: Path, pch: str | None, objects: Path | None = None) -> dict:
+    """A build process's environment in `mode`: every fast mode gets the precompiled headers (as the
+    judge's processes do); `-shared` also the binding objects' folder."""
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(ext_dir), BENCH_MODE=mode,
+               PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    if mode != "plain":
+        env["KERNEL_ENV_CUDA_PRELUDE"] = mode.split("-")[1]
+        if pch:
+            env["KERNEL_ENV_PCH_DIR"] = pch
+    if mode.endswith("-shared"):
+        env["KERNEL_ENV_BINDING_OBJECTS"] = str(objects)
+    return env
+
+
 def build_once(path: Path, mode: str, pch: str | None, tag: str, inspect_ext=None, objects: Path | None = None) -> dict:
     """One cold build of `path` in a fresh process; `inspect_ext(ext_dir)`, when given, reads the build
     folder before it is removed (its answer is the row's "landed")."""
     with tempfile.TemporaryDirectory(prefix="bench-build-") as d:
         src = Path(d) / path.name
         src.write_text(unique(submission(path), tag))
-        env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(Path(d) / "ext"), BENCH_MODE=mode,
-                   PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-        if mode != "plain":
-            env["KERNEL_ENV_CUDA_PRELUDE"] = mode.split("-")[1]
-        if mode.endswith("-shared"):
-            env["KERNEL_ENV_BINDING_OBJECTS"] = str(objects)
-            if pch:
-                env["KERNEL_ENV_PCH_DIR"] = pch
+        env = build_env(mode, Path(d) / "ext", pch, objects)
         t = time.time()
         p = subprocess.run([sys.executable, "-c", CHILD, str(src)], env=env, capture_output=True, text=True)
         wall = time.time() - t
