@@ -252,8 +252,8 @@ def test_folder_usage_counts_the_blocks_files_hold_and_stops_past_its_entry_limi
 
 
 def test_folder_usage_reads_a_folder_again_when_its_listing_is_closed_under_it(tmp_path, monkeypatch):
-    # Under load on the H100 a listing's own descriptor was closed under it (EBADF) while other
-    # threads of the judge opened and closed files; the quota check raised into the evaluation.
+    # Under load on the H100 a listing's own descriptor was closed under it (EBADF: uvloop closed each
+    # protocol pipe twice, see ProtocolPipe); the quota check raised into the evaluation. Kept as a guard.
     import errno
     from kernel_env.judge import sandbox
     (tmp_path / "sub").mkdir()

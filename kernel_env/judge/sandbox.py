@@ -293,8 +293,8 @@ def folder_usage(folder: Path, max_entries: int) -> tuple[int, int]:
                     except OSError:
                         pass
         except OSError:
-            # the listing's own descriptor closed under it (EBADF, seen under load on the H100 while
-            # other threads of the judge opened and closed files): the folder is read once more
+            # the listing's own descriptor closed under it (EBADF: another thread closing a number it no
+            # longer owns, as uvloop's pipes did before ProtocolPipe): the folder is read once more
             if path not in again:
                 again.add(path)
                 stack.append(path)
@@ -311,13 +311,13 @@ class ProtocolPipe:
     (MagicStack/uvloop#763), and the second close can hit a file another thread has opened under the
     same number since (a folder listing or removal of the judge's, which then fails with EBADF)."""
 
-    def __init__(self, fd: int, reader: asyncio.StreamReader):
+    def __init__(self, fd: int):
         self._fd: int | None = fd
-        self._reader = reader
+        self.reader = asyncio.StreamReader(limit=MAX_PROTOCOL_LINE)
         self._loop = asyncio.get_running_loop()
         self._paused = False
         os.set_blocking(fd, False)
-        reader.set_transport(self)  # the reader pauses us while its buffer is full (pause_reading)
+        self.reader.set_transport(self)  # the reader pauses us while its buffer is full (pause_reading)
         self._loop.add_reader(fd, self._ready)
 
     def _ready(self) -> None:
@@ -328,9 +328,9 @@ class ProtocolPipe:
         except OSError:
             data = b""
         if data:
-            self._reader.feed_data(data)
+            self.reader.feed_data(data)
         else:
-            self._reader.feed_eof()
+            self.reader.feed_eof()
             self.close()
 
     def pause_reading(self) -> None:
@@ -355,14 +355,12 @@ class ProtocolPipe:
 class Proc:
     """One child process: protocol messages as a queue, output kept up to a cap."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, proto_reader: asyncio.StreamReader, out_cap: int,
-                 pipe: ProtocolPipe):
+    def __init__(self, proc: asyncio.subprocess.Process, pipe: ProtocolPipe, out_cap: int):
         self.proc = proc
         self.answer_lost = False  # a request's answer will never be read: its wait was cancelled (reference.ask)
         self.ask_lock = asyncio.Lock()  # one request at a time (reference.ask)
         self.messages: asyncio.Queue = asyncio.Queue()
         self._taken = asyncio.Event()  # next_message took one: room to read the next line
-        self._proto = proto_reader
         self._pipe = pipe
         self._cap = out_cap
         self._head = bytearray()
@@ -387,8 +385,7 @@ class Proc:
             os.close(wfd)
             raise
         os.close(wfd)
-        reader = asyncio.StreamReader(limit=MAX_PROTOCOL_LINE)
-        return cls(proc, reader, out_cap, ProtocolPipe(rfd, reader))
+        return cls(proc, ProtocolPipe(rfd), out_cap)
 
     async def _read_output(self):
         half = self._cap // 2
@@ -412,7 +409,7 @@ class Proc:
                 while self.messages.qsize() >= MAX_QUEUED_MESSAGES:
                     self._taken.clear()
                     await self._taken.wait()
-                line = await self._proto.readline()
+                line = await self._pipe.reader.readline()
                 if not line:
                     break
                 try:
