@@ -40,7 +40,7 @@ from kernel_env.tasks import TaskSet  # noqa: E402
 DEFAULT_SUB = {"cpu": "level1/1_Small_ReLU=tests/submissions/relu_ok.py",
                "cuda": "level1/19_ReLU=examples/submissions/19_ReLU_cuda.py"}
 JUDGE_KEYS = ("prepare_s", "outputs_s", "timed_s", "done_s", "slot_s", "close_s", "reference_s", "tail_s")
-RUN_KEYS = ("import_s", "slots_s", "construct_s", "trials_s", "gate_s", "warmup_s", "warmup_calls", "timing_s",
+RUN_KEYS = ("import_s", "slots_s", "construct_s", "trials_s", "gate_s", "warmup_s", "warmup_calls", "timed_calls", "timing_s",
             "profile_s")
 
 

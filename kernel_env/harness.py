@@ -459,10 +459,28 @@ def hold_after_warmup(host_s: list, us: float) -> float:
     return max(us, min(HOLD_MAX_US, 2e6 * q[(9 * len(q)) // 10] + HOLD_MIN_US))
 
 
+def median_band(times: list) -> float:
+    """The width of a distribution-free confidence interval (at least 95 %) of the calls' true median,
+    over their median: the k-th smallest and k-th largest time, k the largest rank with
+    P(Binomial(n, 1/2) < k) <= 2.5 % (k = 2 of 10: 97.9 %). inf when there are too few calls for one."""
+    n = len(times)
+    k, below = 0, 0.0
+    while k < n // 2:
+        below += math.comb(n, k) / 2 ** n  # P(X <= k) after adding P(X = k)
+        if below > 0.025:
+            break
+        k += 1
+    if k == 0:
+        return math.inf
+    q = sorted(times)
+    med = _median(q)
+    return (q[n - k] - q[k - 1]) / med if med > 0 else math.inf
+
+
 def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_calls: int, budget_s: float,
                stable_rel: float, flusher: L2Flusher, before=None, after=None, warmup_s: float = 0.2,
                retime_spread: float = 0.0, attempts: int = 1, min_wall_s: float = 0.0, ordered: bool = True,
-               warmup_steady_rel: float = 0.0) -> dict:
+               warmup_steady_rel: float = 0.0, early_calls: int = 0, early_rel: float = 0.0) -> dict:
     """Time fn() per call: L2 flushed before each call, median reported.
 
     On CUDA each call is bracketed by events on the stream current when it starts. Ordered timing
@@ -480,7 +498,10 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
     that was busy until now the clocks are already up, and what is left to warm (allocator, caches) is
     warm after a few calls. Stops when the median is stable (moves less than stable_rel between the first half and all
     calls) after min_calls and min_wall_s of wall time, when budget_s of measured time is spent, or at
-    max_calls (a longer window averages more of the GPU's drift).
+    max_calls (a longer window averages more of the GPU's drift). Sooner, at `early_calls` (> 0) and
+    after min_wall_s, when those calls already pin their median down: its confidence interval
+    (median_band) is at most `early_rel` of it. Calls that agree that closely (a memory-bound kernel of
+    milliseconds) gain nothing from ten more; calls that scatter (a kernel of microseconds) go on.
     A measurement whose calls spread more than `retime_spread` ((p90 - p10) / median) was disturbed
     (another process's work on the device time-slices with it: calls twice as slow): it is measured
     again, up to `attempts` times in all, and the least spread measurement is the result.
@@ -569,6 +590,9 @@ def time_calls(fn, device: torch.device, *, warmup: int, min_calls: int, max_cal
             times.append(settle(t_s, t_e))
             spent += times[-1] / 1e3
             n = len(times)
+            if (0 < early_calls == n < min_calls and early_rel > 0 and _perf_counter() - t_start >= min_wall_s
+                    and median_band(times) <= early_rel):
+                break
             if n >= min_calls and n % 5 == 0 and _perf_counter() - t_start >= min_wall_s:
                 med, med_half = _median(times), _median(times[: n // 2])
                 if abs(med - med_half) <= stable_rel * med or spent >= budget_s:

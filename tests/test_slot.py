@@ -1,6 +1,7 @@
 """The device slot: how long it stood free before its holder took it, the shorter warm-up of a slot
 taken right after another one, the warm-up's own numbers, and the judge's clock of the slot."""
 import asyncio
+import math
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from kernel_env import harness
 from kernel_env.judge import Judge, JudgeConfig, deadlines
 from kernel_env.judge.deadlines import process_tree
 from kernel_env.judge.devices import DeviceSlots
+from kernel_env.judge.reference import timing_rule
 
 from conftest import submission
 
@@ -241,6 +243,55 @@ def test_a_steady_warmup_ends_before_its_time_floor():
     # off: the floor
     res = harness.time_calls(lambda: time.sleep(0.005), dev, warmup_steady_rel=0.0, **kw)
     assert res["warmup_s"] >= 0.5
+
+
+def test_the_median_band_is_a_confidence_interval_of_the_median():
+    assert harness.median_band([5.0] * 10) == 0.0
+    # 10 calls: the 2nd and the 9th (97.9 %); 20 calls: the 6th and the 15th (95.9 %)
+    assert harness.median_band(list(range(1, 11))) == pytest.approx((9 - 2) / 5.5)
+    assert harness.median_band(list(range(20, 0, -1))) == pytest.approx((15 - 6) / 10.5)
+    # one outlier among ten calls does not widen it; two on the same side do
+    assert harness.median_band([5.0] * 9 + [50.0]) == 0.0
+    assert harness.median_band([5.0] * 8 + [50.0, 50.0]) > 1
+    assert harness.median_band([1.0, 2.0, 3.0, 4.0, 5.0]) == math.inf  # too few for 95 %
+    assert harness.median_band([]) == math.inf
+
+
+def _calls_of(monkeypatch, durations_ms):
+    """time_calls on the CPU, timed by a clock that each call moves on by the next duration."""
+    now, left = [0.0], iter(durations_ms)
+    monkeypatch.setattr(harness, "_perf_counter", lambda: now[0])
+
+    def call():
+        now[0] += next(left) / 1e3
+    return call
+
+
+def test_a_timing_stops_early_only_on_calls_that_pin_their_median(monkeypatch):
+    dev = torch.device("cpu")
+    kw = dict(warmup=3, min_calls=20, max_calls=500, budget_s=10.0, stable_rel=0.01,
+              flusher=harness.L2Flusher(dev, 1 << 10), warmup_s=0.0, early_calls=10, early_rel=0.005)
+    steady = [5.0, 5.01, 4.99, 5.005] * 200  # within 0.4 %
+    res = harness.time_calls(_calls_of(monkeypatch, steady), dev, **kw)
+    assert len(res["times_ms"]) == 10
+    assert harness.time_calls(_calls_of(monkeypatch, steady), dev, **{**kw, "early_calls": 0})["times_ms"].__len__() == 20
+    assert len(harness.time_calls(_calls_of(monkeypatch, steady), dev, **{**kw, "early_rel": 0.0})["times_ms"]) == 20
+    # calls that scatter by a few per cent (a kernel of microseconds) get the full count
+    scatter = [5.0, 5.2, 4.9, 5.1, 5.15, 4.95] * 200
+    assert len(harness.time_calls(_calls_of(monkeypatch, scatter), dev, **kw)["times_ms"]) == 20
+    # one call in ten disturbed does not keep a steady kernel going; a drift does
+    res = harness.time_calls(_calls_of(monkeypatch, [5.0] * 9 + [9.0] + [5.0] * 500), dev, **kw)
+    assert len(res["times_ms"]) == 10
+    drift = [5.0 * 1.002 ** k for k in range(600)]
+    assert len(harness.time_calls(_calls_of(monkeypatch, drift), dev, **kw)["times_ms"]) >= 20
+    # the wall-time floor (a quiet GPU's timing) holds before an early stop too
+    assert len(harness.time_calls(_calls_of(monkeypatch, steady), dev, **{**kw, "min_wall_s": 0.08})["times_ms"]) == 20
+
+
+def test_the_judge_asks_candidates_for_an_early_stop():
+    rule = timing_rule(JudgeConfig(device="cpu"))
+    assert rule["early_calls"] == 10 and rule["early_rel"] == 0.005 and rule["min_calls"] == 20
+    assert timing_rule(JudgeConfig(device="cpu", timing_early_calls=0))["early_calls"] == 0
 
 
 def test_the_hold_is_set_from_the_warm_ups_launches_after_its_first_calls():

@@ -518,7 +518,8 @@ def main() -> int:
                                    budget_s=t["budget_s"], stable_rel=t["stable_rel"], flusher=flusher, before=before,
                                    warmup_s=t["warmup_s"], after=after, retime_spread=t.get("retime_spread", 0.0),
                                    attempts=t.get("attempts", 1), min_wall_s=t.get("min_wall_s", 0.0),
-                                   warmup_steady_rel=t.get("warmup_steady_rel", 0.0))
+                                   warmup_steady_rel=t.get("warmup_steady_rel", 0.0),
+                                   early_calls=int(t.get("early_calls", 0)), early_rel=float(t.get("early_rel", 0.0)))
         bad = _tampered()
         if bad:
             raise Rejected(f"the submission replaced the evaluator's timing or output functions ({bad})")
@@ -527,6 +528,7 @@ def main() -> int:
         phases["timing"], phases["hold_us"], phases["late_calls"] = res["timing"], res["hold_us"], res.get("late", 0)
         phases["hold_s"] = round(res["held_s"], 4)  # the GPU idled in hold kernels this long (busy to nvidia-smi)
         phases["warmup_s"], phases["warmup_calls"] = res["warmup_s"], res["warmup_calls"]
+        phases["timed_calls"] = len(res["times_ms"])
         harness.synchronize(device)
         phases["timing_s"] = time.monotonic() - t4
         phases["audits"] = state["audits"]

@@ -96,6 +96,13 @@ class JudgeConfig:
     warmup_calls: int = 3
     warmup_s: float = 0.2                   # and at least this long: clocks ramp up, caches fill
     min_timed_calls: int = 20
+    # a candidate's timing may stop at timing_early_calls when those calls pin their median down: its
+    # ~98 % confidence interval (harness.median_band; the 2nd and 9th of 10 calls) within
+    # timing_early_rel of it. A 6.4 GB ReLU's calls agree to ~0.3 %; ten more of them cost ~0.1 s of
+    # its slot and move its median by less than that; a 16 us kernel's scatter by 4-6 % and still
+    # get min_timed_calls (0: off). The reference, timed once per task, always gets min_timed_calls
+    timing_early_calls: int = 10
+    timing_early_rel: float = 0.005
     max_timed_calls: int = 500
     timing_budget_s: float = 2.0            # measured time budget per kernel
     timing_stable_rel: float = 0.01         # stop when the median moves less than this

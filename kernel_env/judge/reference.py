@@ -37,6 +37,7 @@ def timing_rule(cfg: JudgeConfig) -> dict:
     c = cfg
     return {"warmup": c.warmup_calls, "warmup_s": c.warmup_s, "min_calls": c.min_timed_calls, "max_calls": c.max_timed_calls,
             "budget_s": c.timing_budget_s, "stable_rel": c.timing_stable_rel,
+            "early_calls": c.timing_early_calls, "early_rel": c.timing_early_rel,  # candidates only
             "retime_spread": c.timing_retime_spread, "attempts": c.timing_attempts,
             "min_wall_s": c.timing_min_wall_s, "ref_min_wall_s": c.reference_min_wall_s,
             "ref_warmup_s": c.reference_warmup_s if c.device == "cuda" else c.warmup_s}
