@@ -2,6 +2,7 @@
 anything its import could do (loop, sleep, compile, crash) still happens in a build process, outside
 the device slot."""
 import ast
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,120 @@ def test_an_inert_source_that_fails_at_import_gets_the_import_error(tmp_path):
     assert is_inert(ast.parse(src))
     v = judge.evaluate_sync("level1/1_Small_ReLU", src)
     assert v.stage == "build" and "NOT_DEFINED_ANYWHERE" in v.feedback, (v.stage, v.feedback)
+
+
+# ---------------------------------------------------------------- load_inline calls with literal arguments
+from kernel_env.judge.builds import bind_load_inline  # noqa: E402
+from kernel_env.judge.inert_import import load_inline_calls  # noqa: E402
+
+CPP_HEAD = "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+CPP_CALL = ("SRC = r'''\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) { return x.relu(); }\n'''\n"
+            "DECL = 'torch::Tensor f(torch::Tensor x);'\n"
+            "_ext = load_inline(name='lit_ext', cpp_sources=[SRC], functions=['f'], extra_cflags=['-O2'], verbose=True)\n")
+CPP_MODEL = ("class ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext.f(x)\n")
+
+
+@pytest.mark.parametrize("path", ["examples/submissions/19_ReLU_cuda.py", "examples/submissions/23_Softmax_cuda.py",
+                                  "examples/submissions/1_Square_matrix_multiplication__cuda.py",
+                                  "examples/submissions/40_LayerNorm_cuda.py", "tests/submissions/relu_ok.py"])
+def test_cuda_and_cpp_answers_as_written_make_literal_load_inline_calls(path):
+    calls = load_inline_calls(ast.parse(submission(ROOT / path)))
+    assert calls and all(isinstance(kw.get("name"), str) for _, kw in calls), calls
+    assert not is_inert(ast.parse(submission(ROOT / path)))  # a build, unlike a Triton answer
+
+
+def test_literal_arguments_are_read_as_the_call_would_see_them():
+    src = (CPP_HEAD + "import torch.utils.cpp_extension as cpp\nHEAD = '#include <torch/extension.h>\\n'\n"
+           "BODY = 'int g() { return 1; }'\nFLAGS = ('-O3', '-DX=1')\n"
+           "m1 = load_inline('a', HEAD + BODY, functions=['g'], extra_cflags=FLAGS)\n"
+           "m2 = cpp.load_inline(name='b', cpp_sources=[HEAD, BODY], with_cuda=False)\n"
+           "torch.utils.cpp_extension.load_inline(name='c', cpp_sources='', is_python_module=False)\n" + CPP_MODEL)
+    calls = load_inline_calls(ast.parse(src))
+    assert calls == [(["a", "#include <torch/extension.h>\nint g() { return 1; }"], {"functions": ["g"], "extra_cflags": ["-O3", "-DX=1"]}),
+                     ([], {"name": "b", "cpp_sources": ["#include <torch/extension.h>\n", "int g() { return 1; }"], "with_cuda": False}),
+                     ([], {"name": "c", "cpp_sources": "", "is_python_module": False})]
+
+
+@pytest.mark.parametrize("extra", [
+    "SRC = SRC + '// changed'\n",                           # bound twice: the value at the call is not read
+    "def SRC():\n    pass\n",
+    "import os\n",                                          # a module of its own choice
+    "torch.manual_seed(0)\n",                               # any other call
+])
+def test_a_name_bound_again_or_other_code_is_no_literal_build(extra):
+    src = CPP_HEAD + CPP_CALL.replace("_ext = load_inline", extra + "_ext = load_inline") + CPP_MODEL
+    assert load_inline_calls(ast.parse(src)) is None
+
+
+@pytest.mark.parametrize("call", [
+    "_ext = load_inline(name=NAME, cpp_sources=[SRC])\n",                  # a name bound after the call
+    "_ext = load_inline(name=f'ext{1}', cpp_sources=[SRC])\n",            # an f-string
+    "_ext = load_inline(name='e', cpp_sources=[SRC.strip()])\n",          # a method call
+    "_ext = load_inline(name='e', cpp_sources=[SRC], **{'verbose': True})\n",
+    "_ext = load_inline(*['e', SRC])\n",
+    "_ext = load_inline(name='e', cpp_sources=[SRC], extra_cflags=['-O' + str(3)])\n",
+    "_ext = load_inline(name='e', cpp_sources=[SRC] * 2)\n",
+    "_ext = load_inline(name='e', cpp_sources=[SRC])\nF = _ext.f\n",      # the module used at import
+    "_ext, = [load_inline(name='e', cpp_sources=[SRC])]\n",
+])
+def test_calls_whose_arguments_are_not_literals_are_no_literal_build(call):
+    src = CPP_HEAD + CPP_CALL.split("_ext = ")[0] + call + "NAME = 'late'\n" + CPP_MODEL
+    assert load_inline_calls(ast.parse(src)) is None
+
+
+@pytest.mark.parametrize("args,kwargs", [
+    (["n", "c"], {}),
+    (["n"], {"cpp_sources": ["c"], "cuda_sources": "k", "functions": ["f"], "verbose": True}),
+    ([], {"name": "n", "cpp_sources": "c", "extra_cflags": ["-O3"], "with_cuda": True, "is_python_module": False}),
+])
+def test_a_call_read_from_the_source_is_what_a_build_process_reports(args, kwargs):
+    """The compile process and the run process key a build by the call's arguments: the judge's
+    reading must be the build process's (torch's own signature, defaults filled in, no `verbose`)."""
+    import inspect
+    from torch.utils import cpp_extension as ce
+    bound = inspect.signature(ce.load_inline).bind(*args, **kwargs)
+    bound.apply_defaults()
+    assert bind_load_inline(args, kwargs) == {k: v for k, v in bound.arguments.items() if k != "verbose"}
+
+
+@pytest.mark.parametrize("args,kwargs", [([], {"cpp_sources": "c"}), (["n"], {"name": "m", "cpp_sources": "c"}),
+                                         ([], {"name": "n", "cpp_sources": "c", "no_such_flag": 1}),
+                                         (["n", "c"] + [None] * 30, {})])
+def test_a_call_torch_would_refuse_is_not_read(args, kwargs):
+    assert bind_load_inline(args, kwargs) is None
+
+
+HANG_AT_LOAD = ("// a static initializer that never returns: runs wherever the module is loaded\n"
+                "static int never = [] { volatile int x = 1; while (x) {} return 0; }();\n")
+
+
+@pytest.mark.slow
+def test_literal_load_inline_calls_are_compiled_without_a_build_process(tmp_path):
+    judge = Judge(JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", work_dir=tmp_path / "work",
+                              import_timeout_s=5.0))
+    src = submission(ROOT / "tests" / "submissions" / "relu_ok.py")
+    v = judge.evaluate_sync("level1/1_Small_ReLU", src)
+    assert v.stage == "timed" and v.correct, v.feedback
+    assert v.details.get("build_by") == "judge" and judge.stats()["builds"] == 1
+    # the run process loaded what the judge built under the key it computes itself: it compiled nothing
+    assert v.details["run_phases"]["builds_loaded"] == 1, v.details["run_phases"]
+    # the same call behind code of the source's own: a build process imports it, and loads that build
+    other = src.replace("\nclass ModelNew", "\ntorch.manual_seed(0)\n\n\nclass ModelNew", 1)
+    v = judge.evaluate_sync("level1/1_Small_ReLU", other)
+    assert v.stage == "timed" and v.correct and "build_by" not in v.details, v.feedback
+    # a compile error: the compilers' message, before any run process
+    broken = src.replace("torch::Tensor relu(torch::Tensor x) {", "torch::Tensor relu(torch::Tensor x) { undeclared_name;", 1)
+    assert broken != src
+    v = judge.evaluate_sync("level1/1_Small_ReLU", broken)
+    assert (v.stage, v.error_kind) == ("build", "build_error") and "undeclared_name" in v.feedback, v.feedback
+    assert "run_phases" not in v.details
+    # a static initializer that never returns now first runs in the run process: ended by the import's
+    # deadline, the evaluation after it judged as before
+    hang = src.replace("#include <cmath>", "#include <cmath>\n" + HANG_AT_LOAD, 1)
+    assert hang != src
+    t0 = time.monotonic()
+    v = judge.evaluate_sync("level1/1_Small_ReLU", hang)
+    assert (v.stage, v.error_kind) == ("build", "build_timeout"), v.feedback
+    assert v.details.get("build_by") == "judge" and time.monotonic() - t0 < 200
+    v = judge.evaluate_sync("level1/1_Small_ReLU", src)
+    assert v.stage == "timed" and v.correct and v.details.get("build_cached"), v.feedback

@@ -204,6 +204,24 @@ def compile_only(a: dict) -> dict:
     return entry
 
 
+def published_entry(a: dict, root: str | None) -> dict | None:
+    """The manifest entry of this call's build in the published build folder `root`, when one is
+    there (its module file present); None otherwise. Read, never loaded: a compile process asks this
+    before building a call that an earlier build may have made already."""
+    import json
+    key, folder = _call_key(a), _published_dir(a, root)
+    if key is None or folder is None:
+        return None
+    try:
+        entry = json.loads((folder / BUILT_MANIFEST).read_text()).get(key)
+        file = entry["file"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not (isinstance(file, str) and os.path.basename(file) == file and (folder / file).is_file()):
+        return None
+    return {"key": key, "module": entry.get("module"), "file": file}
+
+
 def _load_built(a: dict, key: str | None):
     """The module the judge published for this very call, imported from the build folder
     (KERNEL_ENV_BUILT_DIR, which a candidate process may only read) without torch's build step; None

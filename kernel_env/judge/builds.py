@@ -7,8 +7,10 @@ never imports the result) builds it in its own folder, the judge publishes that 
 build folder in the cache (`publish_build`), and the build process, like the run process later,
 imports it from there. So what any process loads from the cache was made by compilers alone, from
 the sources the call named; nothing a submission's code (its Python, or its C++ static initializers)
-did can change it. A source this judge has built before (with the same precompiled header) skips
-the stage, and a load_inline call its compilers rejected before is answered with the same errors
+did can change it. A source whose import only makes load_inline calls with literal arguments
+(inert_import.load_inline_calls) needs no build process: the judge sends those calls to compile
+processes itself, and the run process is the first to import the source. A source this judge has
+built before (with the same precompiled header) skips the stage, and a load_inline call its compilers rejected before is answered with the same errors
 without compiling it again (a policy's samples often repeat a broken kernel word for word, and a
 CUDA compile error costs every fallback of the fast path: half a minute to a minute on a GPU box).
 
@@ -21,7 +23,9 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -97,14 +101,20 @@ class Builds:
         self._built.pop(self._key(source, pch_dir), None)
 
     async def build(self, v: Verdict, source: str, ext_dir: Path, build_env: dict, pch_dir: str | None,
-                    inert: bool = False) -> Verdict | None:
-        """Build `source` into `ext_dir` unless it was built here before, or its import is inert (it
-        runs nothing of the submission's own: inert_import.py). Timings and details go into `v`;
-        returns `v` as the verdict when the build failed, else None."""
-        if inert:
+                    calls: list | None = None) -> Verdict | None:
+        """Build `source` into `ext_dir` unless it was built here before. `calls`: what its import runs
+        of its own (inert_import.load_inline_calls): [] nothing (no build at all), load_inline calls
+        with literal arguments (compiled here, no build process), None anything else (a build process
+        imports it). Timings and details go into `v`; returns `v` as the verdict when the build
+        failed, else None."""
+        if calls == []:
             v.timings["build_wait_s"] = v.timings["build_s"] = 0.0
             v.details["build_skipped"] = "inert import"
             return None
+        if calls:
+            bound = [bind_load_inline(args, kwargs) for args, kwargs in calls]
+            # an argument torch's load_inline would refuse: its own message, from a build process
+            calls = bound if all(c is not None for c in bound) and len(bound) <= MAX_COMPILES else None
         key = self._key(source, pch_dir)
         if await self._cached(v, key, ext_dir):
             v.timings["build_wait_s"] = 0.0
@@ -123,6 +133,18 @@ class Builds:
             async with queued(self.stats, "waiting_build", self.slots):
                 t_b = time.monotonic()
                 v.timings["build_wait_s"] = round(t_b - t_w, 3)  # for the kernel's first build and a CPU build slot
+                if calls:
+                    msg = await self._compile_calls(calls, build_env, ext_dir)
+                    if msg.get("event") == P.BUILT:
+                        self._remember(key)
+                        v.details["build_by"] = "judge"  # no build process: the calls were read from the source
+                        if msg["reused"]:  # calls an earlier build had made: found published, not compiled
+                            v.details["build_reused"] = msg["reused"]
+                    v.timings["build_s"] = round(time.monotonic() - t_b, 3)
+                    self.stats["builds"] += 1
+                    self.stats["build_wait_s_total"] += v.timings["build_wait_s"]
+                    self.stats["build_s_total"] += v.timings["build_s"]
+                    return None if msg.get("event") == P.BUILT else await self._failed(v, None, msg)
                 # an idle build process (torch imported): the submission, then its build settings
                 # (earlier builds of it in KERNEL_ENV_BUILT_DIR are loaded, not built again)
                 builder = await self.pools.take(BUILD)
@@ -162,9 +184,7 @@ class Builds:
                     # remembered before the waiters on this kernel's first build go on
                     await builder.close()
                     if not msg.get("import_failed"):
-                        self._built[key] = True
-                        while len(self._built) > BUILT_MEMORY:
-                            self._built.popitem(last=False)
+                        self._remember(key)
                 v.timings["build_s"] = round(time.monotonic() - t_b, 3)
             self.stats["builds"] += 1
             self.stats["build_wait_s_total"] += v.timings["build_wait_s"]
@@ -181,6 +201,26 @@ class Builds:
             # a build killed midway leaves its lock in the process's own folder, removed here with it
             if builder is not None:
                 await asyncio.shield(discard(builder))
+
+    def _remember(self, key: str) -> None:
+        self._built[key] = True
+        while len(self._built) > BUILT_MEMORY:
+            self._built.popitem(last=False)
+
+    async def _compile_calls(self, calls: list, build_env: dict, ext_dir: Path) -> dict:
+        """The load_inline calls of a source, read from it, each compiled by a compile process and
+        published, in order, within build_timeout_s. The message a build process would have ended with:
+        BUILT, or the first call's compile error or time-out."""
+        t0, published = time.monotonic(), 0
+        for call in calls:
+            wall_s = self.cfg.build_timeout_s - (time.monotonic() - t0)
+            answer = await self._compile(call, build_env, ext_dir, wall_s)
+            if answer.get("event") == P.TIMEOUT:
+                return answer
+            if not answer.get("ok"):
+                return {"event": P.ERROR, "kind": P.BUILD_ERROR, "message": str(answer.get("message") or "")}
+            published += answer.get("published") is True
+        return {"event": P.BUILT, "reused": published}
 
     async def _compile(self, call, build_env: dict, ext_dir: Path, wall_s: float) -> dict:
         """Build one load_inline call of a submission in a compile process and publish it into
@@ -216,6 +256,10 @@ class Builds:
             if await compiler.over_quota_now():  # nothing of it is published, nor remembered as the code's own error
                 return {"cmd": P.COMPILED, "ok": False, "message": "the compile of this load_inline call was "
                         f"stopped: {compiler.over_quota}"}
+            if msg.get("event") == P.COMPILED and msg.get("published") is True:
+                # the call's build is in the folder already (a claim: a run process that does not find
+                # it there builds it in its own folder, slower, never wrong)
+                return {"cmd": P.COMPILED, "ok": True, "published": True}
             if msg.get("event") == P.COMPILED:
                 await self._share_binding(msg.get("binding_object"), compiler.workdir / "torch_extensions" / call["name"])
                 await self.publish(compiler.workdir / "torch_extensions", ext_dir)
@@ -280,9 +324,10 @@ class Builds:
             v.stage, v.error_kind = Stage.FORMAT.value, ErrorKind.NO_MODEL_NEW.value
             v.feedback = "The module imported, but it defines no class ModelNew."
         elif ev == P.ERROR:
-            await cand.wait(5)
+            if cand is not None:
+                await cand.wait(5)
             v.error_kind = ErrorKind.BUILD_ERROR.value
-            v.feedback = fb.build_failure(str(msg.get("message", "")), cand.output(), limit)
+            v.feedback = fb.build_failure(str(msg.get("message", "")), cand.output() if cand else "", limit)
         else:  # the process died or sent garbage while importing
             rc = await cand.wait(5 if ev == P.EOF else 0.1)
             if rc is None:
@@ -296,6 +341,47 @@ class Builds:
                 v.feedback = fb.runtime_failure(f"The process {describe_exit(rc)} while importing the submission.",
                                                 "", cand.output(), limit)
         return v
+
+
+@functools.lru_cache(maxsize=1)
+def load_inline_parameters() -> tuple[tuple, dict] | None:
+    """load_inline's parameters in order, and their defaults, read from torch's source (the judge
+    never imports torch); None where that source is not the plain function this expects."""
+    try:
+        spec = importlib.util.find_spec("torch")  # finds the package, imports nothing
+        path = Path(spec.submodule_search_locations[0]) / "utils" / "cpp_extension.py"
+        tree = ast.parse(path.read_text())
+        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "load_inline")
+        a = fn.args
+        if fn.decorator_list or a.vararg or a.kwarg or a.posonlyargs or a.kwonlyargs:
+            return None
+        names = tuple(x.arg for x in a.args)
+        defaults = dict(zip(names[len(names) - len(a.defaults):], (ast.literal_eval(d) for d in a.defaults)))
+        return names, defaults
+    except (AttributeError, TypeError, OSError, SyntaxError, ValueError, StopIteration):
+        return None
+
+
+def bind_load_inline(args: list, kwargs: dict) -> dict | None:
+    """A load_inline call as a build process reports it (every parameter, defaults filled in, without
+    `verbose`), from its arguments; None where torch would refuse them (or its signature is unknown)."""
+    params = load_inline_parameters()
+    if params is None:
+        return None
+    names, defaults = params
+    if len(args) > len(names):
+        return None
+    a = dict(zip(names, args))
+    for k, val in kwargs.items():
+        if k in a or k not in names:
+            return None
+        a[k] = val
+    for n in names:
+        if n not in a:
+            if n not in defaults:
+                return None
+            a[n] = defaults[n]
+    return {k: val for k, val in a.items() if k != "verbose"}
 
 
 def _unsafe_call(call) -> str | None:

@@ -8,6 +8,13 @@ run at the first forward, inside the slot, whichever process imported it first. 
 the build stage, and with it a process with torch imported (~2 CPU-s of a busy box) and the wait for a
 CPU build slot behind other submissions' compiles.
 
+A source whose import also makes load_inline calls, with literal arguments only (strings, numbers,
+lists, and names bound once to such values before the call), runs none of its own Python there either:
+what those calls build is known from the source (`load_inline_calls`). The judge compiles them itself
+(builds.py) and the run process, in the device slot, loads the builds; no build process imports it.
+The modules those builds make are the submission's native code (their static initializers), which
+then first runs in the run process, under the import's deadline.
+
 Inert, at module level and in class bodies: docstrings, `pass`; imports of the modules in
 INERT_MODULES; `name = value` and `name: T = value`; function definitions and classes without a
 metaclass or decorators. Values, defaults, annotations, bases and decorator arguments are literals,
@@ -35,15 +42,36 @@ _BUILTINS = frozenset({"staticmethod", "classmethod", "property", "object", "lis
                        "frozenset", "int", "float", "bool", "str"})
 
 
+# where load_inline comes from, and what its call is called through an import of it
+BUILD_MODULE = "torch.utils.cpp_extension"
+LOAD_INLINE = BUILD_MODULE + ".load_inline"
+
+
 def is_inert(tree: ast.Module) -> bool:
     """True when importing the module runs none of the submission's own code (module docstring)."""
-    scope = _Scope(_bound_names(tree.body))
+    return _walk(tree, None)
+
+
+def load_inline_calls(tree: ast.Module) -> list[tuple[list, dict]] | None:
+    """The load_inline calls importing the module makes, in order, as (positional, keyword) arguments,
+    when they and the inert statements above are all it runs at import; [] when it makes none (inert),
+    None when it runs anything else or an argument is not a literal."""
+    calls: list = []
+    return calls if _walk(tree, calls) else None
+
+
+def _walk(tree: ast.Module, calls: list | None) -> bool:
+    scope = _Scope(_bound_names(tree.body), calls)
     try:
         for stmt in tree.body:
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 scope.imports(stmt)
+            elif calls is not None and _build_call(stmt, scope):
+                pass
             else:
                 _statement(stmt, scope)
+                if calls is not None:
+                    scope.remember(stmt)
     except (_NotInert, RecursionError):
         return False
     return True
@@ -72,27 +100,60 @@ def _bound_names(body: list) -> set:
 
 class _Scope:
     """What the module's names stand for: imported modules and objects (name -> dotted path), and the
-    names it binds itself."""
+    names it binds itself; with `calls` (a list: load_inline calls are looked for), the load_inline
+    calls found and the literal values of names the module binds once."""
 
-    def __init__(self, own: set):
+    def __init__(self, own: set, calls: list | None = None):
         self.aliases: dict[str, str] = {}
         self.own = own
+        self.calls = calls
+        self.literals: dict = {}
+        self.bound: set = set()  # module-level names bound so far (a second binding drops its literal)
+
+    def remember(self, stmt: ast.stmt) -> None:
+        """After an inert module-level statement: a name bound to a literal value, once, stands for it."""
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets, value = [stmt.target], stmt.value
+        else:
+            targets, value = [], None
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.rebind(stmt.name)
+        for t in targets:
+            if isinstance(t, ast.Name):
+                first = t.id not in self.bound
+                self.rebind(t.id)
+                if first and len(targets) == 1:
+                    try:
+                        self.literals[t.id] = _literal(value, self)
+                    except _NotInert:
+                        pass
+
+    def rebind(self, name: str) -> None:
+        self.literals.pop(name, None)
+        self.bound.add(name)
 
     def imports(self, stmt) -> None:
         """Record what an import binds; _NotInert for a module not in INERT_MODULES."""
         if isinstance(stmt, ast.Import):
             for a in stmt.names:
-                if not _module_ok(a.name):
+                if not (_module_ok(a.name) or self._builds(a.name)):
                     raise _NotInert
                 head = a.asname or a.name.split(".")[0]
                 self.aliases[head] = a.name if a.asname else head
             return
-        if stmt.level or not stmt.module or not _module_ok(stmt.module):
+        if stmt.level or not stmt.module or not (_module_ok(stmt.module) or self._builds(stmt.module)):
             raise _NotInert
         for a in stmt.names:
             if a.name == "*":
                 raise _NotInert
             self.aliases[a.asname or a.name] = f"{stmt.module}.{a.name}"
+            self.rebind(a.asname or a.name)
+
+    def _builds(self, module: str) -> bool:
+        """load_inline's module, where calls of it are looked for (every candidate process has it imported)."""
+        return self.calls is not None and module in (BUILD_MODULE, "torch.utils")
 
     def dotted(self, node: ast.AST) -> str | None:
         """The dotted path of `a.b.c` whose head is an imported name (through the import's alias), or
@@ -107,6 +168,42 @@ class _Scope:
         if head is None and not parts and node.id in _BUILTINS:
             head = node.id
         return None if head is None else ".".join([head, *reversed(parts)])
+
+
+def _build_call(stmt: ast.stmt, scope: _Scope) -> bool:
+    """`name = load_inline(...)` (or the call alone) with literal arguments: recorded in scope.calls.
+    False for any other statement; _NotInert for a call of load_inline that is not literal."""
+    value = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
+    if not isinstance(value, ast.Call) or scope.dotted(value.func) != LOAD_INLINE:
+        return False
+    if isinstance(stmt, ast.Assign) and not (len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        raise _NotInert
+    if any(k.arg is None for k in value.keywords) or any(isinstance(a, ast.Starred) for a in value.args):
+        raise _NotInert  # **kwargs, *args
+    scope.calls.append(([_literal(a, scope) for a in value.args],
+                        {k.arg: _literal(k.value, scope) for k in value.keywords}))
+    if isinstance(stmt, ast.Assign):
+        scope.rebind(stmt.targets[0].id)
+    return True
+
+
+def _literal(node: ast.expr, scope: _Scope):
+    """The value of a literal argument: a constant, a list or tuple of them, strings joined with `+`,
+    a name the module bound once to such a value before; _NotInert for anything else."""
+    if isinstance(node, ast.Constant) and type(node.value) in (str, int, float, bool, type(None)):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        if any(isinstance(e, ast.Starred) for e in node.elts):
+            raise _NotInert
+        return [_literal(e, scope) for e in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _literal(node.left, scope), _literal(node.right, scope)
+        if type(left) is str and type(right) is str:
+            return left + right
+        raise _NotInert
+    if isinstance(node, ast.Name) and node.id in scope.literals:
+        return scope.literals[node.id]
+    raise _NotInert
 
 
 def _module_ok(name: str) -> bool:

@@ -44,7 +44,7 @@ from .builds import Builds, build_key
 from .config import JudgeConfig
 from .devices import DeviceSlots, queued
 from .environ import ProcessEnv
-from .inert_import import is_inert
+from .inert_import import load_inline_calls
 from .intake import screen_parsed
 from .pools import BUILD, COMPILE, CandidatePools, discard
 from .reference import (WORKER, JudgeInternalError, ReferenceWorkers, common_request,
@@ -136,14 +136,14 @@ class Judge:
         self._stats["by_stage"][v.stage] = self._stats["by_stage"].get(v.stage, 0) + 1
         return v
 
-    def _screen(self, task_id: str, code, policy: str) -> tuple[Verdict | None, tuple[str, str, bool] | None]:
-        """The screen's verdict, or (the source, its build key, whether its import is inert) when it
-        passed: one parse for all."""
+    def _screen(self, task_id: str, code, policy: str) -> tuple[Verdict | None, tuple[str, str, list | None] | None]:
+        """The screen's verdict, or (the source, its build key, what its import runs of its own:
+        inert_import.load_inline_calls) when it passed: one parse for all."""
         v, tree = screen_parsed(task_id, code, self.cfg, policy)
         if v is not None:
             return v, None
         source = code if isinstance(code, str) else code.decode("utf-8")
-        return None, (source, build_key(source, tree), is_inert(tree))
+        return None, (source, build_key(source, tree), load_inline_calls(tree))
 
     def evaluate_sync(self, task_id: str, code, policy: str | None = None) -> Verdict:
         """One evaluation in an event loop of its own; the processes it started end with it."""
@@ -266,9 +266,10 @@ class Judge:
         await self.pools.stop()
 
     # ---------------------------------------------------------------- one evaluation
-    async def _run(self, task: Task, source: str, key: str, inert: bool, policy: str) -> Verdict:
-        """Build, run and judge a submission that passed the screen; `key` is its build_key, `inert`
-        whether its import runs none of its own code (inert_import.py: no build stage then)."""
+    async def _run(self, task: Task, source: str, key: str, calls: list | None, policy: str) -> Verdict:
+        """Build, run and judge a submission that passed the screen; `key` is its build_key, `calls`
+        what its import runs of its own (inert_import.load_inline_calls: [] none, no build stage then;
+        literal load_inline calls, compiled without a build process; None: anything)."""
         cfg = self.cfg
         ext_dir = cfg.cache_dir / "torch_extensions" / key
         v = Verdict(task.task_id, Stage.BUILD.value, policy=policy)
@@ -293,7 +294,7 @@ class Judge:
                     "cpu_threads": cfg.cpu_threads, "timing": timing_rule(cfg), "env": build_env,
                     "policy": policy, "kernel_share": cfg.kernel_share}
             self.pools.fill(("run", gpu))  # an idle run process for this evaluation, started while it builds
-            failed = await self.builds.build(v, source, ext_dir, build_env, pch_dir, inert)
+            failed = await self.builds.build(v, source, ext_dir, build_env, pch_dir, calls)
             if failed is not None:
                 return failed
             return await self._measure(v, task, source, gpu, plan, ref_req, pch_dir)
