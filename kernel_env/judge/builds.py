@@ -10,8 +10,9 @@ the sources the call named; nothing a submission's code (its Python, or its C++ 
 did can change it. A source whose import only makes load_inline calls with literal arguments
 (inert_import.load_inline_calls) needs no build process: the judge sends those calls to compile
 processes itself, and the run process is the first to import the source. A source this judge has
-built before (with the same precompiled header) skips the stage, and a load_inline call its compilers rejected before is answered with the same errors
-without compiling it again (a policy's samples often repeat a broken kernel word for word, and a
+built before (with the same precompiled header) skips the stage, a call whose build is published
+already is not compiled again, and a load_inline call its compilers rejected before is answered with
+the same errors without compiling it again (a policy's samples often repeat a broken kernel word for word, and a
 CUDA compile error costs every fallback of the fast path: half a minute to a minute on a GPU box).
 
 Only the judge writes the cache: candidate processes see it read-only (sandbox.wrap). At publish it
