@@ -153,6 +153,22 @@ def test_calls_whose_arguments_are_not_literals_are_no_literal_build(call):
     assert load_inline_calls(ast.parse(src)) is None
 
 
+def test_literals_that_grow_without_end_are_not_read():
+    """`B = A + A` doubles a string each line: the judge reads a source's literals in its own process,
+    so their size is bounded, and such a source goes to a build process (which has its own limits)."""
+    doubling = "".join(f"S{i + 1} = S{i} + S{i}\n" for i in range(200))
+    src = CPP_HEAD + "S0 = 'xxxxxxxx'\n" + doubling + f"_ext = load_inline(name='e', cpp_sources=[S200])\n" + CPP_MODEL
+    t0 = time.monotonic()
+    assert load_inline_calls(ast.parse(src)) is None
+    wide = CPP_HEAD + "S = '" + "x" * 100_000 + "'\nL = [" + ", ".join(["S"] * 1000) + "]\n_ext = load_inline(name='e', cpp_sources=L)\n" + CPP_MODEL
+    assert load_inline_calls(ast.parse(wide)) is None
+    nested = CPP_HEAD + "L0 = ['x']\n" + "".join(f"L{i + 1} = [L{i}, L{i}]\n" for i in range(60)) + "_ext = load_inline(name='e', cpp_sources=L60)\n" + CPP_MODEL
+    assert load_inline_calls(ast.parse(nested)) is None
+    assert time.monotonic() - t0 < 5
+    # a real source's size is far below the bound
+    assert load_inline_calls(ast.parse(CPP_HEAD + CPP_CALL + CPP_MODEL))
+
+
 @pytest.mark.parametrize("args,kwargs", [
     (["n", "c"], {}),
     (["n"], {"cpp_sources": ["c"], "cuda_sources": "k", "functions": ["f"], "verbose": True}),

@@ -45,6 +45,10 @@ _BUILTINS = frozenset({"staticmethod", "classmethod", "property", "object", "lis
 # where load_inline comes from, and what its call is called through an import of it
 BUILD_MODULE = "torch.utils.cpp_extension"
 LOAD_INLINE = BUILD_MODULE + ".load_inline"
+# characters the literal values read from one source may add up to (a name used twice counts twice):
+# `B = A + A`, `C = B + B`, ... doubles a string each line, and a list of one name repeated makes a
+# call's arguments as long again; the judge reads them in its own process. Sources are at most 256 KB
+LITERAL_CHARS = 4 << 20
 
 
 def is_inert(tree: ast.Module) -> bool:
@@ -109,6 +113,15 @@ class _Scope:
         self.calls = calls
         self.literals: dict = {}
         self.bound: set = set()  # module-level names bound so far (a second binding drops its literal)
+        self.chars = 0  # of the literal values read so far
+
+    def charge(self, value):
+        """Count what a literal value adds (its characters, a list's items' in all); _NotInert past
+        LITERAL_CHARS."""
+        self.chars += sum(len(x) if type(x) is str else 8 for x in (value if type(value) is list else [value]))
+        if self.chars > LITERAL_CHARS:
+            raise _NotInert
+        return value
 
     def remember(self, stmt: ast.stmt) -> None:
         """After an inert module-level statement: a name bound to a literal value, once, stands for it."""
@@ -191,18 +204,19 @@ def _literal(node: ast.expr, scope: _Scope):
     """The value of a literal argument: a constant, a list or tuple of them, strings joined with `+`,
     a name the module bound once to such a value before; _NotInert for anything else."""
     if isinstance(node, ast.Constant) and type(node.value) in (str, int, float, bool, type(None)):
-        return node.value
-    if isinstance(node, (ast.List, ast.Tuple)):
-        if any(isinstance(e, ast.Starred) for e in node.elts):
+        return node.value  # already in the parsed source
+    if isinstance(node, (ast.List, ast.Tuple)):  # of plain values: what load_inline takes
+        items = [_literal(e, scope) for e in node.elts]
+        if any(isinstance(e, ast.Starred) for e in node.elts) or any(type(x) is list for x in items):
             raise _NotInert
-        return [_literal(e, scope) for e in node.elts]
+        return scope.charge(items)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _literal(node.left, scope), _literal(node.right, scope)
-        if type(left) is str and type(right) is str:
-            return left + right
+        if type(left) is str and type(right) is str and len(left) + len(right) <= LITERAL_CHARS:
+            return scope.charge(left + right)
         raise _NotInert
     if isinstance(node, ast.Name) and node.id in scope.literals:
-        return scope.literals[node.id]
+        return scope.charge(scope.literals[node.id])
     raise _NotInert
 
 
