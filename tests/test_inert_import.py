@@ -2,6 +2,7 @@
 anything its import could do (loop, sleep, compile, crash) still happens in a build process, outside
 the device slot."""
 import ast
+import os
 import time
 from pathlib import Path
 
@@ -195,10 +196,17 @@ HANG_AT_LOAD = ("// a static initializer that never returns: runs wherever the m
                 "static int never = [] { volatile int x = 1; while (x) {} return 0; }();\n")
 
 
+SMALL_CPP = ("import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+             "SRC = '#include <torch/extension.h>\\n// TAG\\n"
+             "torch::Tensor relu(torch::Tensor x) { return x.clamp_min(0); }\\n'\n"
+             "_ext = load_inline(name='lit_TAG', cpp_sources=[SRC], functions=['relu'])\n"
+             "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext.relu(x)\n")
+
+
 @pytest.mark.slow
-def test_literal_load_inline_calls_are_compiled_without_a_build_process(tmp_path):
-    judge = Judge(JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", work_dir=tmp_path / "work",
-                              import_timeout_s=5.0))
+def test_literal_load_inline_calls_are_compiled_without_a_build_process(cache_dir, tmp_path):
+    # the suite's shared cache: whichever test came first published the test prelude's build there
+    judge = Judge(JudgeConfig(device="cpu", cache_dir=cache_dir, work_dir=tmp_path / "work", import_timeout_s=5.0))
     src = submission(ROOT / "tests" / "submissions" / "relu_ok.py")
     v = judge.evaluate_sync("level1/1_Small_ReLU", src)
     assert v.stage == "timed" and v.correct, v.feedback
@@ -210,15 +218,17 @@ def test_literal_load_inline_calls_are_compiled_without_a_build_process(tmp_path
     v = judge.evaluate_sync("level1/1_Small_ReLU", other)
     assert v.stage == "timed" and v.correct and "build_by" not in v.details, v.feedback
     # a compile error: the compilers' message, before any run process
-    broken = src.replace("torch::Tensor relu(torch::Tensor x) {", "torch::Tensor relu(torch::Tensor x) { undeclared_name;", 1)
-    assert broken != src
+    tag = os.urandom(4).hex()
+    small = SMALL_CPP.replace("TAG", tag)
+    broken = small.replace("return x.clamp_min(0);", "return undeclared_name;")
+    assert broken != small and load_inline_calls(ast.parse(broken))
     v = judge.evaluate_sync("level1/1_Small_ReLU", broken)
     assert (v.stage, v.error_kind) == ("build", "build_error") and "undeclared_name" in v.feedback, v.feedback
-    assert "run_phases" not in v.details
+    assert v.details.get("build_by") is None and "run_phases" not in v.details
     # a static initializer that never returns now first runs in the run process: ended by the import's
     # deadline, the evaluation after it judged as before
-    hang = src.replace("#include <cmath>", "#include <cmath>\n" + HANG_AT_LOAD, 1)
-    assert hang != src
+    hang = small.replace("// " + tag, "// " + tag + "\\n" + HANG_AT_LOAD.replace("\n", "\\n"))
+    assert hang != small and load_inline_calls(ast.parse(hang))
     t0 = time.monotonic()
     v = judge.evaluate_sync("level1/1_Small_ReLU", hang)
     assert (v.stage, v.error_kind) == ("build", "build_timeout"), v.feedback
