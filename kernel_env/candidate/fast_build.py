@@ -204,30 +204,10 @@ def compile_only(a: dict) -> dict:
     return entry
 
 
-def published_entry(a: dict, root: str | None) -> dict | None:
-    """The manifest entry of this call's build in the published build folder `root`, when one is
-    there (its module file present); None otherwise. Read, never loaded: a compile process asks this
-    before building a call that an earlier build may have made already."""
+def _manifest_entry(folder: Path | None, key: str | None) -> tuple[str, str] | None:
+    """(module name, module file) of the call `key` in a build folder's manifest, when its module file
+    is a plain file name there that exists; None otherwise."""
     import json
-    key, folder = _call_key(a), _published_dir(a, root)
-    if key is None or folder is None:
-        return None
-    try:
-        entry = json.loads((folder / BUILT_MANIFEST).read_text()).get(key)
-        file = entry["file"]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    if not (isinstance(file, str) and os.path.basename(file) == file and (folder / file).is_file()):
-        return None
-    return {"key": key, "module": entry.get("module"), "file": file}
-
-
-def _load_built(a: dict, key: str | None):
-    """The module the judge published for this very call, imported from the build folder
-    (KERNEL_ENV_BUILT_DIR, which a candidate process may only read) without torch's build step; None
-    when there is none."""
-    import json
-    folder = _published_dir(a, os.environ.get("KERNEL_ENV_BUILT_DIR"))
     if key is None or folder is None:
         return None
     try:
@@ -237,6 +217,27 @@ def _load_built(a: dict, key: str | None):
         return None
     if not (isinstance(file, str) and os.path.basename(file) == file and (folder / file).is_file()):
         return None
+    return module_name, file
+
+
+def published_entry(a: dict, root: str | None) -> dict | None:
+    """The manifest entry of this call's build in the published build folder `root`, when one is
+    there (its module file present); None otherwise. Read, never loaded: a compile process asks this
+    before building a call that an earlier build may have made already."""
+    key = _call_key(a)
+    found = _manifest_entry(_published_dir(a, root), key)
+    return None if found is None else {"key": key, "module": found[0], "file": found[1]}
+
+
+def _load_built(a: dict, key: str | None):
+    """The module the judge published for this very call, imported from the build folder
+    (KERNEL_ENV_BUILT_DIR, which a candidate process may only read) without torch's build step; None
+    when there is none."""
+    folder = _published_dir(a, os.environ.get("KERNEL_ENV_BUILT_DIR"))
+    found = _manifest_entry(folder, key)
+    if found is None:
+        return None
+    module_name, file = found
     if not a.get("is_python_module", True):  # a library of torch ops, as torch's load_inline loads it
         import torch
         torch.ops.load_library(str(folder / file))

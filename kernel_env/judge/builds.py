@@ -139,53 +139,47 @@ class Builds:
                     if msg.get("event") == P.BUILT:
                         self._remember(key)
                         v.details["build_by"] = "judge"  # no build process: the calls were read from the source
-                        if msg["reused"]:  # calls an earlier build had made: found published, not compiled
-                            v.details["build_reused"] = msg["reused"]
-                    v.timings["build_s"] = round(time.monotonic() - t_b, 3)
-                    self.stats["builds"] += 1
-                    self.stats["build_wait_s_total"] += v.timings["build_wait_s"]
-                    self.stats["build_s_total"] += v.timings["build_s"]
-                    return None if msg.get("event") == P.BUILT else await self._failed(v, None, msg)
-                # an idle build process (torch imported): the submission, then its build settings
-                # (earlier builds of it in KERNEL_ENV_BUILT_DIR are loaded, not built again)
-                builder = await self.pools.take(BUILD)
-                (builder.workdir / "submission.py").write_text(source)
-                builder.watch_folder(builder.workdir, self.cfg.folder_quota_bytes, self.cfg.folder_quota_files)
-                if not await builder.send(json.dumps({"cmd": P.BUILD, "env": build_env})):
-                    raise JudgeInternalError("the build process ended before it got the submission: "
-                                             + builder.output()[-1500:])
-                # import_timeout_s outside its compilers (Python spinning at import), build_timeout_s in all
-                dl = deadlines.Deadline(builder, self.cfg,
-                                        untrusted_roots=deadlines.untrusted_roots(self.cfg, self.pools.work_root))
-                deadlines.import_step(dl, self.cfg)
-                msg, compiles = await dl.next_message(), 0
-                while msg.get("event") == P.COMPILE and compiles < MAX_COMPILES:
-                    # one of its load_inline calls: built by a compile process, published before the
-                    # build process goes on (and before the slot goes: the next build loads it)
-                    compiles += 1
-                    t_c = time.monotonic()
-                    answer = await self._compile(msg.get("call"), build_env, ext_dir, dl.wall_left())
-                    dl.excuse(time.monotonic() - t_c)
-                    if answer.get("event") == P.TIMEOUT:
-                        msg = answer
+                else:
+                    # an idle build process (torch imported): the submission, then its build settings
+                    # (earlier builds of it in KERNEL_ENV_BUILT_DIR are loaded, not built again)
+                    builder = await self.pools.take(BUILD)
+                    (builder.workdir / "submission.py").write_text(source)
+                    builder.watch_folder(builder.workdir, self.cfg.folder_quota_bytes, self.cfg.folder_quota_files)
+                    if not await builder.send(json.dumps({"cmd": P.BUILD, "env": build_env})):
+                        raise JudgeInternalError("the build process ended before it got the submission: "
+                                                 + builder.output()[-1500:])
+                    # import_timeout_s outside its compilers (Python spinning at import), build_timeout_s in all
+                    dl = deadlines.Deadline(builder, self.cfg,
+                                            untrusted_roots=deadlines.untrusted_roots(self.cfg, self.pools.work_root))
+                    deadlines.import_step(dl, self.cfg)
+                    msg, compiles = await dl.next_message(), 0
+                    while msg.get("event") == P.COMPILE and compiles < MAX_COMPILES:
+                        # one of its load_inline calls: built by a compile process, published before the
+                        # build process goes on (and before the slot goes: the next build loads it)
+                        compiles += 1
+                        t_c = time.monotonic()
+                        answer = await self._compile(msg.get("call"), build_env, ext_dir, dl.wall_left())
+                        dl.excuse(time.monotonic() - t_c)
+                        if answer.get("event") == P.TIMEOUT:
+                            msg = answer
+                            await builder.close()
+                            break
+                        if not await builder.send(json.dumps(answer)):
+                            msg = {"event": P.EOF}
+                            break
+                        msg = await dl.next_message()
+                    if msg.get("event") == P.COMPILE:
+                        msg = {"event": P.ERROR, "kind": P.BUILD_ERROR,
+                               "message": f"The submission made more than {MAX_COMPILES} load_inline calls."}
                         await builder.close()
-                        break
-                    if not await builder.send(json.dumps(answer)):
-                        msg = {"event": P.EOF}
-                        break
-                    msg = await dl.next_message()
-                if msg.get("event") == P.COMPILE:
-                    msg = {"event": P.ERROR, "kind": P.BUILD_ERROR,
-                           "message": f"The submission made more than {MAX_COMPILES} load_inline calls."}
-                    await builder.close()
-                if msg.get("event") == P.TIMEOUT and "why" not in msg:  # its compilers go before the build slot does
-                    msg = {**msg, "why": dl.describe(), "deadline": dl.details()}
-                    await builder.close()
-                if msg.get("event") == P.BUILT:
-                    # remembered before the waiters on this kernel's first build go on
-                    await builder.close()
-                    if not msg.get("import_failed"):
-                        self._remember(key)
+                    if msg.get("event") == P.TIMEOUT and "why" not in msg:  # its compilers go before the build slot does
+                        msg = {**msg, "why": dl.describe(), "deadline": dl.details()}
+                        await builder.close()
+                    if msg.get("event") == P.BUILT:
+                        # remembered before the waiters on this kernel's first build go on
+                        await builder.close()
+                        if not msg.get("import_failed"):
+                            self._remember(key)
                 v.timings["build_s"] = round(time.monotonic() - t_b, 3)
             self.stats["builds"] += 1
             self.stats["build_wait_s_total"] += v.timings["build_wait_s"]
@@ -314,7 +308,9 @@ class Builds:
         v.details["build_cached"] = True
         return True
 
-    async def _failed(self, v: Verdict, cand: Proc, msg: dict) -> Verdict:
+    async def _failed(self, v: Verdict, cand: Proc | None, msg: dict) -> Verdict:
+        """The verdict of a failed build; `cand` the build process (None: the judge compiled the calls
+        itself, which ends in an error or a time-out only)."""
         ev = msg.get("event")
         limit = self.cfg.feedback_max_chars
         if ev == P.TIMEOUT:
