@@ -130,6 +130,7 @@ def test_literal_arguments_are_read_as_the_call_would_see_them():
 @pytest.mark.parametrize("extra", [
     "SRC = SRC + '// changed'\n",                           # bound twice: the value at the call is not read
     "def SRC():\n    pass\n",
+    "import torch.nn as SRC\n",                              # a name an import binds again
     "import os\n",                                          # a module of its own choice
     "torch.manual_seed(0)\n",                               # any other call
 ])

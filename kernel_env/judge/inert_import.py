@@ -155,6 +155,7 @@ class _Scope:
                     raise _NotInert
                 head = a.asname or a.name.split(".")[0]
                 self.aliases[head] = a.name if a.asname else head
+                self.rebind(head)
             return
         if stmt.level or not stmt.module or not (_module_ok(stmt.module) or self._builds(stmt.module)):
             raise _NotInert
