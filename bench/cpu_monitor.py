@@ -1,12 +1,14 @@
 """The machine's CPU time over a window, from /proc (Linux; elsewhere None).
 
-A thread reads /proc/stat every 0.5 s; usage(t0, t1) takes the two samples nearest the window's ends.
+A thread reads /proc/stat every 0.25 s; usage(t0, t1) takes the two samples nearest the window's ends.
 "niced" is the time of processes at a positive niceness: on this project's server that is the candidate
 builds and their compilers (JudgeConfig.build_nice, SCHED_IDLE), so it tells the builds' share of the
-CPUs from everyone else's. Every second the thread also reads each process's CPU time
-(/proc/PID/stat) and adds what it used since the last read to a kind of process (by_kind): an
-approximation (a process that ends between two reads loses its last second), good enough to say
-where the CPUs go.
+CPUs from everyone else's. At each read the thread also reads each process's CPU time
+(/proc/PID/stat) and adds what it used since the last read to a kind of process (by_kind; niced
+processes by their executable: the build and compile processes' Python, or the compilers and linker
+they run): an approximation (a process that ends between two reads loses what it used since the
+last one: a short compiler most of its time), so "unseen" is what /proc/stat counted busy and no
+kind did.
 """
 from __future__ import annotations
 
@@ -31,27 +33,32 @@ def _read() -> list[int] | None:
     return [int(x) for x in fields[1:9]] if fields and fields[0] == "cpu" else None
 
 
-def _processes() -> dict[int, tuple[int, int]]:
-    """pid -> (utime + stime in ticks, nice)."""
+def _processes() -> dict[int, tuple[int, int, int, str]]:
+    """pid -> (utime + stime in ticks, nice, parent pid, executable's name)."""
     out = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat") as f:
-                rest = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+                head, rest = f.read().rsplit(")", 1)
+            comm, rest = head.split("(", 1)[1], rest.split()
+        except (OSError, IndexError, ValueError):
             continue
         try:
-            out[int(name)] = (int(rest[11]) + int(rest[12]), int(rest[16]))
+            out[int(name)] = (int(rest[11]) + int(rest[12]), int(rest[16]), int(rest[1]), comm)
         except (IndexError, ValueError):
             continue
     return out
 
 
-def _kind(pid: int, nice: int) -> str:
-    if nice > 0:
-        return "builds (niced)"
+def _kind(pid: int, nice: int, ppid: int, comm: str) -> str:
+    if ppid == 2 or pid == 2:
+        return "kernel threads"
+    if comm in ("bwrap", "unshare"):
+        return "sandbox set-up"
+    if nice > 0:  # the builds: the build and compile processes' Python, or what they run
+        return "builds: Python" if comm.startswith("python") else "builds: compilers and linker"
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
     except OSError:
@@ -60,7 +67,7 @@ def _kind(pid: int, nice: int) -> str:
 
 
 class CpuMonitor:
-    def __init__(self, enabled: bool = True, every_s: float = 0.5):
+    def __init__(self, enabled: bool = True, every_s: float = 0.25):
         self.samples: list[tuple[float, list[int]]] = []  # (monotonic time, user nice system idle iowait irq softirq steal)
         self.by_kind: list[tuple[float, dict[str, float]]] = []  # (monotonic time, CPU seconds per kind since the last)
         self._stop = threading.Event()
@@ -68,24 +75,24 @@ class CpuMonitor:
             threading.Thread(target=self._run, args=(every_s,), daemon=True).start()
 
     def _run(self, every_s: float) -> None:
-        seen: dict[int, tuple[int, str]] = {}  # pid -> (ticks at the last read, kind)
+        seen: dict[int, tuple[int, str, str]] = {}  # pid -> (ticks at the last read, executable, kind)
         n = 0
         while not self._stop.is_set():
             x = _read()
             if x is not None:
                 self.samples.append((time.monotonic(), x))
-            if n % max(1, round(1.0 / every_s)) == 0:
-                now, used = _processes(), {}
-                for pid, (ticks, nice) in now.items():
-                    before, kind = seen.get(pid, (0, None))
-                    kind = kind or _kind(pid, nice)
-                    if ticks > before:
-                        used[kind] = used.get(kind, 0.0) + (ticks - before) / TICK
-                    seen[pid] = (ticks, kind)
-                for pid in set(seen) - set(now):
-                    del seen[pid]
-                if n:  # the first read holds every process's whole past
-                    self.by_kind.append((time.monotonic(), used))
+            now, used = _processes(), {}
+            for pid, (ticks, nice, ppid, comm) in now.items():
+                before, was, kind = seen.get(pid, (0, None, None))
+                if comm != was:  # new, or it has exec'd another program since (a sandbox starts its Python)
+                    kind = _kind(pid, nice, ppid, comm)
+                if ticks > before:
+                    used[kind] = used.get(kind, 0.0) + (ticks - before) / TICK
+                seen[pid] = (ticks, comm, kind)
+            for pid in set(seen) - set(now):
+                del seen[pid]
+            if n:  # the first read holds every process's whole past
+                self.by_kind.append((time.monotonic(), used))
             n += 1
             self._stop.wait(every_s)
 
@@ -108,6 +115,7 @@ class CpuMonitor:
                     kinds[k] = kinds.get(k, 0.0) + s
         cpus = total / TICK / max(b[0] - a[0], 1e-9)  # CPUs seen in /proc/stat
         span = max(b[0] - a[0], 1e-9) * cpus
+        kinds["unseen"] = max((total - idle) / TICK - sum(kinds.values()), 0.0)
         return {"busy_pct": 100 * (total - idle) / total, "niced_pct": 100 * d[1] / total,
                 "by_kind": {k: round(100 * s / span, 1) for k, s in sorted(kinds.items(), key=lambda kv: -kv[1])}}
 

@@ -39,6 +39,9 @@ Definitions (one harness, its load phase unless said otherwise):
   timing (the candidate waits; wrong outputs are never timed): the judge's seconds for that request.
 - mean waiting for build slot / device: the judge's waiting_build / waiting_device from /stats every
   2 s of the load (env only).
+- compile process CPU s per call: what the judge's compile processes reported (the last 500 in its
+  /stats): their start (Python, torch imported, while idle), their own work on the call, and the
+  compilers and linker they ran (their children's getrusage).
 - run process CPU s per evaluation: the run processes' share of all CPUs (cpu_monitor.py) over the
   load window, per evaluation that finished (pooled starts included); by stage, each correct
   evaluation's own getrusage at its stages (start: interpreter and imports; warm: CUDA context and
@@ -211,6 +214,8 @@ def summarize(res: dict, gpu_mon=None, gpus=None, cpu_mon=None) -> dict:
         if judge.get("warm_steps_s"):
             out["warm_steps_p50_s"] = [v["p50"] for _, v in sorted(judge["warm_steps_s"].items(), key=lambda kv: int(kv[0]))]
             out["warm_steps_stopped"] = judge.get("warm_steps_stopped")
+        if judge.get("compile_cpu_s"):
+            out["compile_cpu_s"] = judge["compile_cpu_s"]
         # ordered timing's hold kernels keep the GPU "busy" to nvidia-smi while it waits for the host
         held = [(r.get("run_phases") or {}).get("hold_s") for r in ev + list(ld.get("probes") or [])]
         if any(x is not None for x in held):
@@ -283,6 +288,9 @@ def rows(s: dict) -> list[tuple[str, str]]:
         ("run processes' warm-up steps s p50 (steps stopped for a timing)",
          (" / ".join(_f(x, 3) for x in s["warm_steps_p50_s"]) + f" ({s.get('warm_steps_stopped')})")
          if s.get("warm_steps_p50_s") else "n/a"),
+        ("compile process CPU s per call, mean: start / own work / compilers and linker (n)",
+         (" / ".join(_f(s["compile_cpu_s"][k]["mean"]) for k in ("start", "python", "compilers"))
+          + f" ({s['compile_cpu_s']['n']})") if s.get("compile_cpu_s") else "n/a"),
         ("cold eval latency s (its build s)", f"{_f(s.get('cold_latency_s'))} ({_f(s.get('cold_build_s'))})"),
         ("warm eval latency s", _f(s.get("warm_latency_s"))),
         ("overhead/turn s alone p50", _f(s.get("overhead_alone_p50_s"))),

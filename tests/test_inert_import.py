@@ -234,5 +234,8 @@ def test_literal_load_inline_calls_are_compiled_without_a_build_process(cache_di
     v = judge.evaluate_sync("level1/1_Small_ReLU", hang)
     assert (v.stage, v.error_kind) == ("build", "build_timeout"), v.feedback
     assert v.details.get("build_by") == "judge" and time.monotonic() - t0 < 200
+    # the compile processes said where their CPU went: their start, and the compiler they ran
+    cpu = judge.stats()["compile_cpu_s"]
+    assert cpu["n"] >= 1 and cpu["start"]["mean"] > 0.1 and cpu["compilers"]["mean"] > 0.1, cpu
     v = judge.evaluate_sync("level1/1_Small_ReLU", src)
     assert v.stage == "timed" and v.correct and v.details.get("build_cached"), v.feedback

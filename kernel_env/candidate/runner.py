@@ -197,6 +197,7 @@ def compile_call(workdir: Path, fd: int) -> int:
     """Build one load_inline call the judge sends, without importing it (fast_build.compile_only)."""
     import torch  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401
+    started = _cpu_s()  # its start, idle before the call came (diagnosis only, a claim)
     try:
         plan = json.loads(sys.stdin.readline() or "{}")
         if plan.get("cmd") != P.COMPILE:
@@ -217,7 +218,8 @@ def compile_call(workdir: Path, fd: int) -> int:
     if published and published_builds.intact(Path(published), if_absent=False):
         entry = fast_build.published_entry(call, published)
         if entry is not None:
-            harness.emit(fd, {"event": P.COMPILED, "build_s": time.monotonic() - t0, "published": True, **entry})
+            harness.emit(fd, {"event": P.COMPILED, "build_s": time.monotonic() - t0, "published": True,
+                              "cpu_s": _compile_cpu(started), **entry})
             return 0
     _cap_address_space(plan.get("memory_bytes"))
     try:
@@ -225,8 +227,16 @@ def compile_call(workdir: Path, fd: int) -> int:
     except Exception as e:
         harness.emit(fd, {"event": P.ERROR, "phase": "build", "kind": P.BUILD_ERROR, "message": _short_exc(e)})
         return 0
-    harness.emit(fd, {"event": P.COMPILED, "build_s": time.monotonic() - t0, **entry})
+    harness.emit(fd, {"event": P.COMPILED, "build_s": time.monotonic() - t0, "cpu_s": _compile_cpu(started), **entry})
     return 0
+
+
+def _compile_cpu(started: float) -> dict:
+    """A compile process's CPU seconds: its start (Python, torch), its own work on the call, and the
+    compilers and linker it ran (ninja waits for them, this process for ninja)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"start": started, "python": round(_cpu_s() - started, 3),
+            "compilers": round(children.ru_utime + children.ru_stime, 3)}
 
 
 def _cap_address_space(extra) -> None:

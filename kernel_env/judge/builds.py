@@ -33,7 +33,7 @@ import os
 import re
 import secrets
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from pathlib import Path
 
 from .. import protocol as P
@@ -91,6 +91,8 @@ class Builds:
         # one folder must be
         self._publishing = asyncio.Lock()
         self.binding_objects = cfg.cache_dir / "binding-objects"
+        # the last compile processes' CPU seconds as they reported them (a claim, for diagnosis only)
+        self.compile_cpu: deque = deque(maxlen=500)
 
     @staticmethod
     def _key(source: str, pch_dir: str | None) -> str:
@@ -251,6 +253,8 @@ class Builds:
             if await compiler.over_quota_now():  # nothing of it is published, nor remembered as the code's own error
                 return {"cmd": P.COMPILED, "ok": False, "message": "the compile of this load_inline call was "
                         f"stopped: {compiler.over_quota}"}
+            if msg.get("event") == P.COMPILED:
+                self._note_cpu(msg.get("cpu_s"))
             if msg.get("event") == P.COMPILED and msg.get("published") is True:
                 # the call's build is in the folder already (a claim: a run process that does not find
                 # it there builds it in its own folder, slower, never wrong)
@@ -272,6 +276,12 @@ class Builds:
                     f"{describe_exit(compiler.returncode)}:\n{compiler.output()[-4000:]}"}
         finally:
             await asyncio.shield(discard(compiler))
+
+    def _note_cpu(self, said) -> None:
+        keys = ("start", "python", "compilers")
+        if (isinstance(said, dict) and all(isinstance(said.get(k), (int, float)) and not isinstance(said.get(k), bool)
+                                           and 0 <= said[k] < 1e6 for k in keys)):
+            self.compile_cpu.append({k: float(said[k]) for k in keys})
 
     async def _share_binding(self, said, built: Path) -> None:
         """What the compile process did with its binding object (a claim): count a reuse, publish a new one."""

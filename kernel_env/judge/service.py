@@ -227,6 +227,12 @@ class Judge:
                                       "max": round(max(d), 4)}
                              for i, d in sorted(self.pools.warm_steps_s.items()) if d}
         s["warm_steps_stopped"] = self.slots.warmers_stopped
+        # the compile processes' CPU seconds per call as they reported them (the last 500): their start,
+        # their own work, the compilers and linker they ran
+        cpu = list(self.builds.compile_cpu)
+        s["compile_cpu_s"] = ({"n": len(cpu), **{k: {"p50": round(statistics.median(c[k] for c in cpu), 3),
+                                                    "mean": round(statistics.fmean(c[k] for c in cpu), 3)}
+                                                for k in ("start", "python", "compilers")}} if cpu else None)
         return s
 
     def start_ahead(self) -> None:
