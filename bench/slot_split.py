@@ -112,6 +112,7 @@ async def run_variant(args, name: str, kw: dict, task: str, code: str, tasks: Ta
         "quiet": sum(1 for v in ok if v.details.get("quiet_timing")),
         # prepared only after the evaluation before had ended: its memory (or a profile to make) said so
         "prepare_waits": {w: sum(1 for v in ok if v.details.get("prepare_waited_for") == w) for w in ("memory", "profile")},
+        "prepared_beside": {w: sum(1 for v in ok if v.details.get("prepared_beside") == w) for w in ("tail", "compare")},
         "before_timing_p50_s": p50([v.timings.get("before_timing_s") for v in ok]),
         "speedup_max_over_min": max(sp) / min(sp) if sp else None,
         "t_new_ms_p50": p50([v.t_new_ms for v in ok]),
@@ -130,7 +131,9 @@ def table(results: list[dict]) -> str:
     rows = [("evaluations (correct)", lambda r: f"{r['n']} ({r['correct']})"),
             ("evaluations per minute (slots back to back)", lambda r: _f(r["per_minute"], 1)),
             ("busy / quiet warm-ups", lambda r: f"{r['busy_warmup']} / {r['quiet']}"),
-            ("prepared beside the previous end, then after it: memory / profile",
+            ("prepared beside the previous tail / its compare (the candidate gone)",
+             lambda r: f"{r['prepared_beside']['tail']} / {r['prepared_beside']['compare']}"),
+            ("prepared after the previous tail, waited for: memory / profile",
              lambda r: f"{r['prepare_waits']['memory']} / {r['prepare_waits']['profile']}"),
             ("judge before_timing_s p50 (the previous end, warm-ups)", lambda r: _f(r["before_timing_p50_s"])),
             ("reference workers started / retired (the first evaluation's included)",

@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -395,11 +396,12 @@ def test_a_wrong_kernel_ending_beside_the_next_evaluation_leaves_its_verdict_alo
                    for f in files], [v.details.get("internal_error") for v in vs]
 
 
-def test_a_pair_of_tasks_that_had_to_wait_prepares_after_the_tail_and_tries_beside_again_rarely():
-    """A PREPARE beside the previous evaluation's tail that answered "wait" (the two do not fit the
-    device's memory at once): the same pair of tasks then waits for the tail at the slot's start, and
-    tries beside again only every PREPARE_RETRY-th time (a try that waits costs seconds). A pair that
-    fits keeps preparing beside; nothing goes beside without the overlap or a tail still running."""
+def test_a_pair_of_tasks_that_had_to_wait_waits_as_long_next_time_and_tries_at_once_again_rarely():
+    """A PREPARE beside the previous evaluation's tail that had to wait (the two do not fit the
+    device's memory at once): the same pair of tasks then waits as long at the slot's start (for the
+    candidate before to exit, or for the whole tail), and tries at once again only every
+    PREPARE_RETRY-th time (a try that waits costs seconds). A pair that fits keeps preparing beside;
+    nothing goes beside without the overlap or a tail still running."""
     from kernel_env.judge import service
     from kernel_env.judge.devices import Turn
     retry = service.PREPARE_RETRY
@@ -411,16 +413,69 @@ def test_a_pair_of_tasks_that_had_to_wait_prepares_after_the_tail_and_tries_besi
             return Judge._beside_previous(judge, Turn(previous, task), task)
 
         big, small = Turn(None, "level1/a"), Turn(None, "level1/c")  # their tails still running
-        assert beside(big) and beside(small)  # a pair not seen before tries beside
-        uses = judge._prepare_waits[("level1/a", "level1/b")][1]
-        judge._prepare_waits[("level1/a", "level1/b")] = (True, uses)  # as _prepare records a "wait"
-        tries = [beside(big) for _ in range(2 * retry)]
-        assert sum(tries) == 2 and tries.index(True) == retry - 1 - uses
-        assert all(beside(small) for _ in range(retry))
+        assert beside(big) == beside(small) == service.BESIDE_TAIL  # a pair not seen before tries at once
+        for waited in (service.AFTER_TAIL, service.AFTER_CANDIDATE):
+            uses = judge._prepare_waits[("level1/a", "level1/b")][1]
+            judge._prepare_waits[("level1/a", "level1/b")] = (waited, uses)  # as _prepare records a wait
+            tries = [beside(big) for _ in range(2 * retry)]
+            assert tries.count(service.BESIDE_TAIL) == 2 and tries.index(service.BESIDE_TAIL) == retry - 1 - uses % retry
+            assert set(tries) == {service.BESIDE_TAIL, waited}
+        assert all(beside(small) == service.BESIDE_TAIL for _ in range(retry))
         ended = Turn(None, "level1/c")
         ended.end_tail()
-        assert not beside(ended)
+        assert beside(ended) == service.AFTER_TAIL
         judge.cfg.overlap_tail = False
-        assert not beside(small)
+        assert beside(small) == service.AFTER_TAIL
 
     asyncio.run(go())
+
+
+def test_a_prepare_that_does_not_fit_beside_the_candidate_before_goes_beside_its_compare():
+    """The reference worker answers "wait" (memory) to a PREPARE beside the previous evaluation's
+    tail while its candidate still holds device memory: the judge asks again once that candidate has
+    exited and prepares beside the compare, before the tail ends; the pair remembers it. A "wait" then
+    too, or one for the reference's profile, waits for the whole tail."""
+    from kernel_env.judge import service
+    from kernel_env.judge.devices import Turn
+
+    async def go(answers_with_candidate_gone, answer_while_running="memory"):
+        asked = []
+        previous = Turn(None, "level1/a")
+
+        async def ask(ref, req):
+            # what the worker would say: the memory comes back with the candidate before
+            asked.append((req.get("beside", False), previous.candidate_ended.done(), previous.tail.done()))
+            if not req.get("beside"):
+                return {"ok": True}
+            if not previous.candidate_ended.done():
+                return {"ok": True, "wait": answer_while_running}
+            return {"ok": True, "wait": "memory"} if not answers_with_candidate_gone else {"ok": True}
+
+        judge = SimpleNamespace(cfg=SimpleNamespace(overlap_tail=True), _prepare_waits={},
+                                references=SimpleNamespace(ask=ask))
+        turn = Turn(previous, "level1/b")
+        v = SimpleNamespace(timings={}, details={})
+        cand = SimpleNamespace(workdir=Path("/nonexistent"))
+
+        async def tail():  # the evaluation before: its candidate's end, then its compare
+            await asyncio.sleep(0.05)
+            previous.candidate_gone()
+            await asyncio.sleep(0.05)
+            previous.end_tail()
+
+        ending = asyncio.ensure_future(tail())
+        await Judge._prepare(judge, None, turn, {}, cand, v, "level1/b")
+        await ending
+        return asked, v, judge._prepare_waits[("level1/a", "level1/b")][0]
+
+    asked, v, memo = asyncio.run(go(True))
+    # asked beside the running candidate, then beside the compare (the candidate gone, the tail not ended)
+    assert asked == [(True, False, False), (True, True, False)], asked
+    assert v.details == {"prepared_beside": "compare", "ref_phases": {"prepare": None}} and memo == service.AFTER_CANDIDATE
+    assert 0.03 < v.timings["prepare_wait_s"] < 0.09
+    asked, v, memo = asyncio.run(go(False))  # no room beside the compare either: after the tail
+    assert asked == [(True, False, False), (True, True, False), (False, True, True)], asked
+    assert v.details["prepare_waited_for"] == "memory" and memo == service.AFTER_TAIL
+    asked, v, memo = asyncio.run(go(True, "profile"))  # the reference must be timed: never beside a tail
+    assert asked == [(True, False, False), (False, True, True)], asked
+    assert v.details["prepare_waited_for"] == "profile" and memo == service.AFTER_TAIL

@@ -17,6 +17,8 @@ is its tail. A holder may hand its tail on (`Turn.hand_on`): the slot then goes 
 evaluation as soon as its own candidate is timed, and the next one's trials and their check run while
 the tail does; its timing waits for the tail to end (`Turn.after_previous`). No timing ever has other
 evaluations' GPU work beside it: the tail's candidate is gone and its compare done before it starts.
+The tail's first part, its candidate's end, is a moment of its own (`Turn.after_previous_candidate`):
+the device memory that candidate held is back then, while the compare still runs.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ class Turn:
     def __init__(self, previous: "Turn | None", label: str | None = None):
         self.previous, self.label = previous, label
         self.tail = asyncio.get_running_loop().create_future()
+        self.candidate_ended = asyncio.get_running_loop().create_future()  # its candidate has exited
         self.handed_on = False
 
     def hand_on(self) -> None:
@@ -48,6 +51,21 @@ class Turn:
         # a turn of another event loop (a Judge used from several loops, evaluate_sync) ended with its loop
         return p is not None and not p.tail.done() and p.tail.get_loop() is asyncio.get_running_loop()
 
+    def previous_candidate_running(self) -> bool:
+        return self.previous_running() and not self.previous.candidate_ended.done()
+
+    async def after_previous_candidate(self) -> float:
+        """Wait until the previous evaluation's candidate has exited (its tail may go on: the compare).
+        Returns the seconds waited."""
+        t = time.monotonic()
+        if self.previous_candidate_running():
+            await asyncio.wait({self.previous.candidate_ended, self.previous.tail}, return_when=asyncio.FIRST_COMPLETED)
+        return time.monotonic() - t
+
+    def candidate_gone(self) -> None:
+        if not self.candidate_ended.done():
+            self.candidate_ended.set_result(None)
+
     async def after_previous(self) -> float:
         """Wait until the previous evaluation's tail has ended (not cancelled by our own cancellation).
         Returns the seconds waited."""
@@ -57,6 +75,7 @@ class Turn:
         return time.monotonic() - t
 
     def end_tail(self) -> None:
+        self.candidate_gone()
         if not self.tail.done():
             self.tail.set_result(None)
 

@@ -54,10 +54,13 @@ from .sandbox import Proc, describe_exit, gpu_device_nodes, isolation
 from .verdict import ErrorKind, Stage, Verdict, finish
 
 log = logging.getLogger("kernel_env.judge")
-# a pair of tasks that had to wait to prepare beside the tail before tries beside again every this many
+# a pair of tasks that had to wait to prepare beside the tail before tries earlier again every this many
 # times: only free memory that changed (another process's) can make it fit, and a try that waits costs
 # seconds (docs/log/slot-overlap-2026-12-07.md: ~4 s each on an H100, the next evaluation's PREPARE included)
 PREPARE_RETRY = 256
+# how far into the tail of the evaluation before a PREPARE beside it had to wait: not at all, for its
+# candidate's end (the memory it held back, the compare still running), for the whole tail
+BESIDE_TAIL, AFTER_CANDIDATE, AFTER_TAIL = "", "candidate", "tail"
 __all__ = ["Judge", "JudgeInternalError"]
 
 
@@ -98,8 +101,8 @@ class Judge:
         self._t0 = time.monotonic()
         self._profiles: dict[str, dict] = {}  # task id -> profile, for this judge's device
         self._profile_locks: dict[str, asyncio.Lock] = {}
-        # (the task before, this task) -> (whether its last PREPARE beside a tail had to wait, tries): _prepare
-        self._prepare_waits: dict[tuple, tuple[bool, int]] = {}
+        # (the task before, this task) -> (what its last PREPARE beside a tail had to wait for, tries): _prepare
+        self._prepare_waits: dict[tuple, tuple[str, int]] = {}
         self._inflight: set[asyncio.Task] = set()
 
     @property
@@ -351,13 +354,16 @@ class Judge:
                                              + " " + cand.output()[-1500:])
                 async with queued(self._stats, "waiting_device", self.slots.slot(gpu, task.task_id)) as turn:
                     turn.hand_on()  # this evaluation's end and compare come after the slot (finally, below)
-                    if not self._beside_previous(turn, task.task_id):
+                    wait_for = self._beside_previous(turn, task.task_id)
+                    if wait_for == AFTER_TAIL:
                         await turn.after_previous()
+                    elif wait_for == AFTER_CANDIDATE:
+                        v.timings["prepare_wait_s"] = round(await turn.after_previous_candidate(), 3)
                     v.timings["queue_s"] = round(time.monotonic() - t_q, 3)
                     self._stats["device_wait_s_total"] += v.timings["queue_s"]
                     t_r = time.monotonic()
                     ref = await self.references.hold(gpu, ref_req)
-                    prep = await self._prepare(ref, turn, ref_req, cand, v, task.task_id)
+                    prep = await self._prepare(ref, turn, ref_req, cand, v, task.task_id, wait_for)
                     v.timings["prepare_s"] = round(time.monotonic() - t_r, 3)
                     # from "go" on the submission runs: what it writes into its folder is bounded
                     # (the CPU output slots are in it already, and not counted)
@@ -396,6 +402,7 @@ class Judge:
                 # the tail: the candidate is gone before the rest is compared
                 t_free = time.monotonic()
                 await self._end(cand)
+                turn.candidate_gone()  # its device memory is back: the next PREPARE may go beside the compare
                 v.timings["close_s"] = round(time.monotonic() - t_x, 3)
                 if run.check:
                     v.details["ref_phases"]["check"] = run.check
@@ -444,32 +451,47 @@ class Judge:
                 if cand is not None:
                     await asyncio.shield(discard(cand))
 
-    def _beside_previous(self, turn, task_id: str) -> bool:
-        """Whether this evaluation tries to prepare beside the tail of the one before. Not where a
-        PREPARE of the same pair of tasks (the one before, this one) had to wait for it last time: the
-        device's memory holds only one of them at a time (the 6.4 GB ReLU on an 80 GB card). That pair
-        tries again every PREPARE_RETRY-th time."""
+    def _beside_previous(self, turn, task_id: str) -> str:
+        """What this evaluation waits for before its PREPARE goes beside the tail of the one before:
+        BESIDE_TAIL nothing, AFTER_CANDIDATE that one's candidate's end, AFTER_TAIL the whole tail (as
+        without the overlap). What the last PREPARE of the same pair of tasks (the one before, this one)
+        had to wait for: the device's memory holds both evaluations only once the candidate before has
+        exited (the 6.4 GB ReLU on an H200), or never (on an 80 GB card). Every PREPARE_RETRY-th time
+        the pair tries at once again."""
         if not self.cfg.overlap_tail or not turn.previous_running():
-            return False
+            return AFTER_TAIL
         key = (turn.previous.label, task_id)
-        waited, uses = self._prepare_waits.get(key, (False, 0))
+        waited, uses = self._prepare_waits.get(key, (BESIDE_TAIL, 0))
         self._prepare_waits[key] = (waited, uses + 1)
-        return not waited or (uses + 1) % PREPARE_RETRY == 0
+        return BESIDE_TAIL if (uses + 1) % PREPARE_RETRY == 0 else waited
 
-    async def _prepare(self, ref: Proc, turn, ref_req: dict, cand: Proc, v: Verdict, task_id: str) -> dict:
+    async def _prepare(self, ref: Proc, turn, ref_req: dict, cand: Proc, v: Verdict, task_id: str,
+                       waited: str = BESIDE_TAIL) -> dict:
         """The worker's PREPARE: the task's profile and the evaluation's output slots, beside the tail
         of the evaluation before where that changes nothing. Where it would (fewer slots for the memory
-        that evaluation still holds, or a profile to make: the reference timed), after it."""
+        that evaluation still holds, or a profile to make: the reference timed), once that evaluation's
+        candidate has exited (memory only), else after the tail. `waited`: what the evaluation waited
+        for before (_beside_previous); what this PREPARE had to wait for is remembered for the pair."""
         req = {"mode": P.PREPARE, **ref_req, "slot_dir": str(cand.workdir / "slots")}
         prep = None
         if turn.previous_running():
             key = (turn.previous.label, task_id)
             prep = await self.references.ask(ref, {**req, "beside": True})
-            self._prepare_waits[key] = (bool(prep.get("wait")), self._prepare_waits.get(key, (False, 0))[1])
-            if prep.get("wait"):
+            if prep.get("wait") == "memory" and turn.previous_candidate_running():
+                # the memory its candidate holds comes back first: asked again then, beside the compare
+                waited = AFTER_CANDIDATE
+                t = await turn.after_previous_candidate()
+                v.timings["prepare_wait_s"] = round(v.timings.get("prepare_wait_s", 0.0) + t, 3)
+                prep = await self.references.ask(ref, {**req, "beside": True}) if turn.previous_running() else None
+            if prep is not None and prep.get("wait"):
+                waited = AFTER_TAIL
                 v.details["prepare_waited_for"] = prep["wait"]
-                v.timings["prepare_wait_s"] = round(await turn.after_previous(), 3)
+                t = await turn.after_previous()
+                v.timings["prepare_wait_s"] = round(v.timings.get("prepare_wait_s", 0.0) + t, 3)
                 prep = None
+            elif prep is not None:  # beside the whole tail, or its compare once the candidate before had exited
+                v.details["prepared_beside"] = "tail" if turn.previous_candidate_running() else "compare"
+            self._prepare_waits[key] = (waited, self._prepare_waits.get(key, (BESIDE_TAIL, 0))[1])
         if prep is None:
             prep = await self.references.ask(ref, req)
         v.details["ref_phases"] = {"prepare": prep.get("phases")}
