@@ -23,6 +23,9 @@ TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 KINDS = (("kernel_env.candidate.runner run", "run processes"), ("kernel_env.judge.reference_worker", "reference worker"),
          ("kernel_env.server", "server"), ("kernel_env.judge.prebuild", "precompiled header"),
          ("bench/run_all.py", "benchmark clients"), ("nvidia-smi", "nvidia-smi"))
+BUILD_KINDS = ("builds: Python", "builds: compilers and linker")
+# every kind usage() may name
+ALL_KINDS = {k for _, k in KINDS} | set(BUILD_KINDS) | {"kernel threads", "sandbox set-up", "other", "unseen"}
 
 
 def _read() -> list[int] | None:
@@ -58,7 +61,7 @@ def _kind(pid: int, nice: int, ppid: int, comm: str) -> str:
     if comm in ("bwrap", "unshare"):
         return "sandbox set-up"
     if nice > 0:  # the builds: the build and compile processes' Python, or what they run
-        return "builds: Python" if comm.startswith("python") else "builds: compilers and linker"
+        return BUILD_KINDS[0] if comm.startswith("python") else BUILD_KINDS[1]
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
     except OSError:
