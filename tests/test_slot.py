@@ -433,18 +433,21 @@ def test_a_pair_of_tasks_that_had_to_wait_waits_as_long_next_time_and_tries_at_o
 def test_a_prepare_that_does_not_fit_beside_the_candidate_before_goes_beside_its_compare():
     """The reference worker answers "wait" (memory) to a PREPARE beside the previous evaluation's
     tail while its candidate still holds device memory: the judge asks again once that candidate has
-    exited and prepares beside the compare, before the tail ends; the pair remembers it. A "wait" then
-    too, or one for the reference's profile, waits for the whole tail."""
+    exited, before the evaluation before asks for its compare (the worker answers one request at a
+    time), and prepares beside the compare; the pair remembers it. A "wait" then too, or one for the
+    reference's profile, waits for the whole tail."""
     from kernel_env.judge import service
     from kernel_env.judge.devices import Turn
 
     async def go(answers_with_candidate_gone, answer_while_running="memory"):
         asked = []
         previous = Turn(None, "level1/a")
+        previous.hand_on()
 
         async def ask(ref, req):
             # what the worker would say: the memory comes back with the candidate before
-            asked.append((req.get("beside", False), previous.candidate_ended.done(), previous.tail.done()))
+            asked.append(("beside" if req.get("beside") else "after", previous.candidate_ended.done(), previous.tail.done()))
+            await asyncio.sleep(0.01)
             if not req.get("beside"):
                 return {"ok": True}
             if not previous.candidate_ended.done():
@@ -460,6 +463,8 @@ def test_a_prepare_that_does_not_fit_beside_the_candidate_before_goes_beside_its
         async def tail():  # the evaluation before: its candidate's end, then its compare
             await asyncio.sleep(0.05)
             previous.candidate_gone()
+            await previous.next_asks_first()
+            asked.append(("compare", True, False))
             await asyncio.sleep(0.05)
             previous.end_tail()
 
@@ -469,13 +474,40 @@ def test_a_prepare_that_does_not_fit_beside_the_candidate_before_goes_beside_its
         return asked, v, judge._prepare_waits[("level1/a", "level1/b")][0]
 
     asked, v, memo = asyncio.run(go(True))
-    # asked beside the running candidate, then beside the compare (the candidate gone, the tail not ended)
-    assert asked == [(True, False, False), (True, True, False)], asked
+    # beside the running candidate, then beside the compare: asked before it (the candidate gone, the tail not ended)
+    assert asked == [("beside", False, False), ("beside", True, False), ("compare", True, False)], asked
     assert v.details == {"prepared_beside": "compare", "ref_phases": {"prepare": None}} and memo == service.AFTER_CANDIDATE
     assert 0.03 < v.timings["prepare_wait_s"] < 0.09
     asked, v, memo = asyncio.run(go(False))  # no room beside the compare either: after the tail
-    assert asked == [(True, False, False), (True, True, False), (False, True, True)], asked
+    assert asked == [("beside", False, False), ("beside", True, False), ("compare", True, False),
+                     ("after", True, True)], asked
     assert v.details["prepare_waited_for"] == "memory" and memo == service.AFTER_TAIL
     asked, v, memo = asyncio.run(go(True, "profile"))  # the reference must be timed: never beside a tail
-    assert asked == [(True, False, False), (False, True, True)], asked
+    assert asked == [("beside", False, False), ("compare", True, False), ("after", True, True)], asked
     assert v.details["prepare_waited_for"] == "profile" and memo == service.AFTER_TAIL
+
+
+def test_a_compare_waits_for_the_next_prepare_only_when_the_next_evaluation_waits_and_not_for_ever():
+    """The evaluation before asks for its compare at once when nobody waits for its candidate's end;
+    when the next one waits and then never asks (it failed), within NEXT_ASK_WAIT_S."""
+    from kernel_env.judge import devices
+    from kernel_env.judge.devices import Turn
+
+    async def go():
+        a = Turn(None, "level1/a")
+        a.candidate_gone()
+        t = time.monotonic()
+        await a.next_asks_first()
+        assert time.monotonic() - t < 0.05
+        b = Turn(None, "level1/a")
+        nxt = Turn(b, "level1/b")
+        waiting = asyncio.ensure_future(nxt.after_previous_candidate())
+        await asyncio.sleep(0.01)
+        assert b.next_waits
+        b.candidate_gone()
+        await waiting
+        t = time.monotonic()
+        await b.next_asks_first()  # the next one never asks
+        assert devices.NEXT_ASK_WAIT_S - 0.05 < time.monotonic() - t < devices.NEXT_ASK_WAIT_S + 0.5
+
+    asyncio.run(go())

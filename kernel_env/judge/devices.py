@@ -18,7 +18,10 @@ evaluation as soon as its own candidate is timed, and the next one's trials and 
 the tail does; its timing waits for the tail to end (`Turn.after_previous`). No timing ever has other
 evaluations' GPU work beside it: the tail's candidate is gone and its compare done before it starts.
 The tail's first part, its candidate's end, is a moment of its own (`Turn.after_previous_candidate`):
-the device memory that candidate held is back then, while the compare still runs.
+the device memory that candidate held is back then, while the compare still runs. A next evaluation
+waiting for that moment asks the reference worker for its slots before the compare is asked
+(`Turn.next_asks_first`): the worker answers one request at a time, and the compare would otherwise
+hold the next evaluation's trials back until it ends.
 """
 from __future__ import annotations
 
@@ -31,6 +34,9 @@ from contextlib import asynccontextmanager
 from .deadlines import start_time
 
 
+NEXT_ASK_WAIT_S = 1.0  # the longest a compare waits for the next evaluation's PREPARE to be asked first
+
+
 class Turn:
     """One holding of a device's slot, and the evaluation's tail after it. `previous`: the turn before
     (its `tail` ends once its candidate is gone and its compare done); `label`: what the holder
@@ -41,6 +47,10 @@ class Turn:
         self.tail = asyncio.get_running_loop().create_future()
         self.candidate_ended = asyncio.get_running_loop().create_future()  # its candidate has exited
         self.handed_on = False
+        # the next turn waits for this one's candidate to end, then asks the worker for its slots:
+        # this one's compare is asked after that (next_asked), within NEXT_ASK_WAIT_S
+        self.next_waits = False
+        self.next_asked = asyncio.get_running_loop().create_future()
 
     def hand_on(self) -> None:
         """This holder ends its tail after the slot (end_tail): the next holder starts beside it."""
@@ -56,15 +66,31 @@ class Turn:
 
     async def after_previous_candidate(self) -> float:
         """Wait until the previous evaluation's candidate has exited (its tail may go on: the compare).
+        The previous evaluation then waits for this one's asked_beside before it asks for its compare.
         Returns the seconds waited."""
         t = time.monotonic()
         if self.previous_candidate_running():
+            self.previous.next_waits = True
             await asyncio.wait({self.previous.candidate_ended, self.previous.tail}, return_when=asyncio.FIRST_COMPLETED)
         return time.monotonic() - t
+
+    def asked_beside(self) -> None:
+        """Said right before this evaluation's request to the worker beside the previous one's tail, with
+        no await between (the worker's lock is then taken, or queued for, before the previous one's
+        compare), or when it will ask nothing beside it any more."""
+        p = self.previous
+        if p is not None and p.next_waits and not p.next_asked.done():
+            p.next_asked.set_result(None)
 
     def candidate_gone(self) -> None:
         if not self.candidate_ended.done():
             self.candidate_ended.set_result(None)
+
+    async def next_asks_first(self) -> None:
+        """Once this evaluation's candidate is gone: let a next one that waited for that ask the worker
+        first (bounded: a next evaluation that never asks does not hold this compare back)."""
+        if self.next_waits and not self.next_asked.done():
+            await asyncio.wait({self.next_asked}, timeout=NEXT_ASK_WAIT_S)
 
     async def after_previous(self) -> float:
         """Wait until the previous evaluation's tail has ended (not cancelled by our own cancellation).

@@ -403,6 +403,7 @@ class Judge:
                 t_free = time.monotonic()
                 await self._end(cand)
                 turn.candidate_gone()  # its device memory is back: the next PREPARE may go beside the compare
+                await turn.next_asks_first()
                 v.timings["close_s"] = round(time.monotonic() - t_x, 3)
                 if run.check:
                     v.details["ref_phases"]["check"] = run.check
@@ -445,6 +446,7 @@ class Judge:
                     await asyncio.shield(self.references.done_with(gpu, ref))
             finally:
                 if turn is not None:
+                    turn.asked_beside()  # whatever happened, the compare before waits for nothing of this one
                     turn.end_tail()
                 if t_free is not None:  # the slot's release to the tail's end
                     v.timings["tail_s"] = round(time.monotonic() - t_free, 3)
@@ -476,12 +478,14 @@ class Judge:
         prep = None
         if turn.previous_running():
             key = (turn.previous.label, task_id)
+            turn.asked_beside()  # no await before the ask: it reaches the worker before the compare before
             prep = await self.references.ask(ref, {**req, "beside": True})
             if prep.get("wait") == "memory" and turn.previous_candidate_running():
                 # the memory its candidate holds comes back first: asked again then, beside the compare
                 waited = AFTER_CANDIDATE
                 t = await turn.after_previous_candidate()
                 v.timings["prepare_wait_s"] = round(v.timings.get("prepare_wait_s", 0.0) + t, 3)
+                turn.asked_beside()
                 prep = await self.references.ask(ref, {**req, "beside": True}) if turn.previous_running() else None
             if prep is not None and prep.get("wait"):
                 waited = AFTER_TAIL
