@@ -207,7 +207,9 @@ SMALL_CPP = ("import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extensio
 @pytest.mark.slow
 def test_literal_load_inline_calls_are_compiled_without_a_build_process(cache_dir, tmp_path):
     # the suite's shared cache: whichever test came first published the test prelude's build there
-    judge = Judge(JudgeConfig(device="cpu", cache_dir=cache_dir, work_dir=tmp_path / "work", import_timeout_s=5.0))
+    # an import the judge read as inert gets a deadline of its own in the run process
+    judge = Judge(JudgeConfig(device="cpu", cache_dir=cache_dir, work_dir=tmp_path / "work", import_timeout_s=60.0,
+                              inert_import_timeout_s=4.0))
     src = submission(ROOT / "tests" / "submissions" / "relu_ok.py")
     v = judge.evaluate_sync("level1/1_Small_ReLU", src)
     assert v.stage == "timed" and v.correct, v.feedback
@@ -226,14 +228,15 @@ def test_literal_load_inline_calls_are_compiled_without_a_build_process(cache_di
     v = judge.evaluate_sync("level1/1_Small_ReLU", broken)
     assert (v.stage, v.error_kind) == ("build", "build_error") and "undeclared_name" in v.feedback, v.feedback
     assert v.details.get("build_by") is None and "run_phases" not in v.details
-    # a static initializer that never returns now first runs in the run process: ended by the import's
-    # deadline, the evaluation after it judged as before
+    # a static initializer that never returns now first runs in the run process: ended by the deadline
+    # of an inert import (not import_timeout_s), the evaluation after it judged as before
     hang = small.replace("// " + tag, "// " + tag + "\\n" + HANG_AT_LOAD.replace("\n", "\\n"))
     assert hang != small and load_inline_calls(ast.parse(hang))
     t0 = time.monotonic()
     v = judge.evaluate_sync("level1/1_Small_ReLU", hang)
     assert (v.stage, v.error_kind) == ("build", "build_timeout"), v.feedback
     assert v.details.get("build_by") == "judge" and time.monotonic() - t0 < 200
+    assert v.details["deadline"]["deadline_s"] == 4.0 and v.details["deadline"]["expired"] == "step", v.details
     # the compile processes said where their CPU went: their start, and the compiler they ran
     cpu = judge.stats()["compile_cpu_s"]
     assert cpu["n"] >= 1 and cpu["start"]["mean"] > 0.1 and cpu["compilers"]["mean"] > 0.1, cpu

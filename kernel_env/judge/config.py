@@ -62,6 +62,11 @@ class JudgeConfig:
     # sees in its process tree), build_timeout_s in all; Python spinning at import ends here.
     # (27 s: the verdict, kill included, within 30 s; 30.0 gave 30.04-30.19 s on the H200)
     import_timeout_s: float = 27.0
+    # the run process's import, inside the device slot, of a source the judge read as inert
+    # (judge/inert_import.py: nothing of its own at import but load_inline calls with literal
+    # arguments, whose builds it made): what can still take time there is the builds' native code at
+    # load (static initializers), and one that never returns holds the GPU until this
+    inert_import_timeout_s: float = 8.0
     # each step of the run (a trial, the timing, the kernel-share calls): this floor (inputs made, the
     # watch, launches, synchronising) plus run_ref_factor x the reference's time per call; the first
     # trial also run_first_call_s (Triton's JIT, lazy module loads, library handles). With these a
@@ -202,7 +207,7 @@ class JudgeConfig:
             raise ValueError("correctness_trials must be >= 1")
         if self.trial_rows < 0:
             raise ValueError("trial_rows must be >= 0 (0: as many as fit in device memory)")
-        for name in ("import_timeout_s", "run_step_floor_s", "run_construct_s", "kill_wait_s", "compile_memory_bytes",
+        for name in ("import_timeout_s", "inert_import_timeout_s", "run_step_floor_s", "run_construct_s", "kill_wait_s", "compile_memory_bytes",
                      "folder_quota_bytes", "folder_quota_files"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")

@@ -273,9 +273,9 @@ class Deadline:
 IMPORT = "the import of the submission"
 
 
-def import_step(dl: Deadline, cfg: JudgeConfig) -> None:
-    """The import: import_timeout_s outside compilers, build_timeout_s in all."""
-    dl.start(IMPORT, min(cfg.import_timeout_s, cfg.build_timeout_s), cfg.build_timeout_s)
+def import_step(dl: Deadline, cfg: JudgeConfig, limit_s: float | None = None) -> None:
+    """The import: import_timeout_s (or `limit_s`) outside compilers, build_timeout_s in all."""
+    dl.start(IMPORT, min(cfg.import_timeout_s if limit_s is None else limit_s, cfg.build_timeout_s), cfg.build_timeout_s)
 
 
 def untrusted_roots(cfg: JudgeConfig, work_root: Path) -> tuple:

@@ -114,8 +114,8 @@ def valid_times(run: RunOutcome, max_timed_calls: int) -> bool:
 async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None = None,
                 check: Callable[[list, int], Awaitable[dict]] | None = None, t_ref_ms: float | None = None,
                 untrusted_roots: tuple = (), dists: list | None = None, trial_rows: int | None = None,
-                timing_sets: int | None = None, before_timing: Callable[[], Awaitable[dict]] | None = None
-                ) -> RunOutcome:
+                timing_sets: int | None = None, before_timing: Callable[[], Awaitable[dict]] | None = None,
+                import_s: float | None = None) -> RunOutcome:
     """Drive the run phase of `cand`. `slots`: the reference worker's output slots, `trial_rows` of them
     for the trials (all of them when None), then one per timing set (`timing_sets`: the plan's when
     None); `dists`: each trial's input distribution. `timing`: changes to the plan's timing rule,
@@ -126,6 +126,7 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
     is required.
     `t_ref_ms`: the reference's time per call, which sets each step's deadline (deadlines.py);
     `untrusted_roots`: folders the candidate can write (no compiler runs from there).
+    `import_s`: the import's deadline outside compilers (import_timeout_s when None).
     `before_timing()`: awaited once the trials are checked, before the candidate is told to time (the
     judge waits for other processes' GPU work to end); it returns changes to the timing rule that TIME
     brings. Its seconds are the judge's, not the candidate's."""
@@ -144,7 +145,7 @@ async def drive(cand: Proc, slots: list, cfg: JudgeConfig, timing: dict | None =
     # the timing's wall-clock bound starts here, not at "outputs": a busy event loop reads messages
     # late, and both at once when it stood still longer than the timing took (a window of ~0 s)
     t_go = time.monotonic()
-    deadlines.import_step(dl, cfg)
+    deadlines.import_step(dl, cfg, import_s)
     go = {"cmd": P.GO, "slots": slots, "dists": dists or [], "trial_rows": rows, "timing_sets": timing_sets,
           "token": token, "timing": timing or {}}
     if not await cand.send(json.dumps(go)):

@@ -306,7 +306,7 @@ class Judge:
             failed = await self.builds.build(v, source, ext_dir, build_env, pch_dir, calls)
             if failed is not None:
                 return failed
-            return await self._measure(v, task, source, gpu, plan, ref_req, pch_dir)
+            return await self._measure(v, task, source, gpu, plan, ref_req, pch_dir, inert=calls is not None)
         except asyncio.CancelledError:
             raise
         except JudgeInternalError as e:
@@ -319,14 +319,15 @@ class Judge:
             self.slots.pending[gpu] -= 1
 
     async def _measure(self, v: Verdict, task: Task, source: str, gpu: int, plan: dict, ref_req: dict,
-                       pch_dir: str | None) -> Verdict:
+                       pch_dir: str | None, inert: bool = False) -> Verdict:
         """The run stage: a run process from the pool gets the submission and the plan while the
         evaluations ahead are measured; in the device slot the reference worker hands out output slots,
         the candidate runs its trials (checked before any timing) and is timed. Then the slot goes to
         the next evaluation while this one ends (its candidate killed and gone, the rechecks compared):
         the next one's trials and their check run beside that, and its timing waits for it
         (devices.Turn; JudgeConfig.overlap_tail). Whatever holds device memory is gone before the next
-        timing starts."""
+        timing starts. `inert`: the judge read the source's import as inert (inert_import.py): its
+        import gets inert_import_timeout_s."""
         cfg = self.cfg
         cand = ref = turn = run = t_free = None
         released = False  # the reference worker has given the evaluation's device memory back
@@ -389,7 +390,8 @@ class Judge:
                                           untrusted_roots=deadlines.untrusted_roots(cfg, self.work_root),
                                           dists=prep.get("dists"), trial_rows=prep.get("trial_rows"),
                                           timing_sets=prep.get("timing_sets"),
-                                          before_timing=lambda: self._before_timing(gpu, busy, turn))
+                                          before_timing=lambda: self._before_timing(gpu, busy, turn),
+                                          import_s=cfg.inert_import_timeout_s if inert else None)
                     v.timings["run_s"] = round(time.monotonic() - t_c, 3)
                     # the judge's clock of the run inside the slot (run_stage.drive)
                     v.timings.update({f"{k}_s": x for k, x in (run.clock or {}).items()})
