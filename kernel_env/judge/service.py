@@ -405,8 +405,8 @@ class Judge:
                 t_free = time.monotonic()
                 await self._end(cand)
                 turn.candidate_gone()  # its device memory is back: the next PREPARE may go beside the compare
-                await turn.next_asks_first()
                 v.timings["close_s"] = round(time.monotonic() - t_x, 3)
+                await turn.next_asks_first()
                 if run.check:
                     v.details["ref_phases"]["check"] = run.check
                 if run.phases:
