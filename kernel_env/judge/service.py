@@ -480,11 +480,13 @@ class Judge:
         prep = None
         if turn.previous_running():
             key = (turn.previous.label, task_id)
+            # what the worker's answer is about: memory with the candidate before still in it, or without
+            candidate_running = turn.previous_candidate_running()
             turn.asked_beside()  # no await before the ask: it reaches the worker before the compare before
             prep = await self.references.ask(ref, {**req, "beside": True})
-            if prep.get("wait") == "memory" and turn.previous_candidate_running():
+            if prep.get("wait") == "memory" and candidate_running:
                 # the memory its candidate holds comes back first: asked again then, beside the compare
-                waited = AFTER_CANDIDATE
+                waited, candidate_running = AFTER_CANDIDATE, False
                 t = await turn.after_previous_candidate()
                 v.timings["prepare_wait_s"] = round(v.timings.get("prepare_wait_s", 0.0) + t, 3)
                 turn.asked_beside()
@@ -496,7 +498,7 @@ class Judge:
                 v.timings["prepare_wait_s"] = round(v.timings.get("prepare_wait_s", 0.0) + t, 3)
                 prep = None
             elif prep is not None:  # beside the whole tail, or its compare once the candidate before had exited
-                v.details["prepared_beside"] = "tail" if turn.previous_candidate_running() else "compare"
+                v.details["prepared_beside"] = "tail" if candidate_running else "compare"
             self._prepare_waits[key] = (waited, self._prepare_waits.get(key, (BESIDE_TAIL, 0))[1])
         if prep is None:
             prep = await self.references.ask(ref, req)
