@@ -39,9 +39,10 @@ Definitions (one harness, its load phase unless said otherwise):
   timing (the candidate waits; wrong outputs are never timed): the judge's seconds for that request.
 - mean waiting for build slot / device: the judge's waiting_build / waiting_device from /stats every
   2 s of the load (env only).
-- compile process CPU s per call: what the judge's compile processes reported (the last 500 in its
-  /stats): their start (Python, torch imported, while idle), their own work on the call, and the
-  compilers and linker they ran (their children's getrusage).
+- compile process CPU s per call: what the judge's compile processes and ninja steps reported (the
+  last 500 calls in its /stats): a compile process's start (Python, torch imported, while idle; on its
+  first call only, since it serves the next ones too), its own work on the call, and the compilers and
+  linker of the call's ninja steps (their children's getrusage).
 - run process CPU s per evaluation: the run processes' share of all CPUs (cpu_monitor.py) over the
   load window, per evaluation that finished (pooled starts included); by stage, each correct
   evaluation's own getrusage at its stages (start: interpreter and imports; warm: CUDA context and

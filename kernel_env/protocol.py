@@ -11,7 +11,12 @@ Candidate processes (kernel_env/candidate/runner.py), in the order of an evaluat
                                                                  that, a COMPILE event per load_inline call
                                                                  not built yet, each answered by
                                                                  {"cmd": COMPILED, "ok": ..., "message"}
-    compile process <- {"cmd": COMPILE, "env", "call"}        -> COMPILED | ERROR (phase "build")
+    compile process <- {"cmd": COMPILE, "env", "call",        -> COMPILED | ERROR (phase "build"); before
+                        "folder"} (again, call after call)       that, a NINJA event per ninja run its build
+                                                                 needs ({"dir", "jobs"}), each answered by
+                                                                 {"cmd": NINJA, "rc", "output"}: the judge
+                                                                 runs it in a sandbox of its own
+    ninja step      (candidate/ninja_step.py: ninja in a build folder)  -> NINJA_RAN ({"rc", "cpu_s"})
     run process     -> IMPORTED   <- {"cmd": WARM}            -> WARM_STEP, and again on each WARM,
                                                                  until WARMED (each step's GPU work
                                                                  waits for the judge's word)
@@ -38,6 +43,7 @@ rechecks of timed calls), RELEASE (let go of the slots); it answers {"ok": true,
 BUILD = "build"
 COMPILE = "compile"    # to a compile process; also the build process's request (an event)
 COMPILED = "compiled"  # the judge's answer to that request; also the compile process's event
+NINJA = "ninja"        # a compile process's request to run ninja in a build folder; the judge's answer
 WARM = "warm"
 GO = "go"
 NEXT = "next"  # the trials checked so far passed: the next batch of trials, in the same slots
@@ -53,6 +59,7 @@ OUTPUTS = "outputs"
 TIMED = "timed"
 STEP = "step"
 DONE = "done"
+NINJA_RAN = "ninja_ran"  # a ninja step's last line (candidate/ninja_step.py spells it out: it imports nothing)
 
 # the steps a run process announces (STEP's "step"), in their order
 CONSTRUCT = "construct"

@@ -161,18 +161,25 @@ def _published_dir(a: dict, root: str | None) -> Path | None:
     return Path(root) / name
 
 
-def compile_only(a: dict) -> dict:
+def compile_only(a: dict, run_ninja=None) -> dict:
     """In a compile process (trusted code only; its sources are the candidate's): build one recorded
     load_inline call the way load_inline would (the fast path, falling back to torch's own), into
     TORCH_EXTENSIONS_DIR/<name>, and record it in that folder's manifest under the call's key; never
     import what was built (its static initializers are the candidate's code). Returns the manifest
-    entry; raises what load_inline would raise on a compile error."""
+    entry; raises what load_inline would raise on a compile error.
+
+    `run_ninja(build_directory, verbose, error_prefix)` runs each ninja build torch's load would run
+    (default: torch's own, here): the runner's asks the judge, which runs it in a sandbox of its own."""
     import types
     from torch.utils import cpp_extension as ce
     key = _call_key(a)
     if key is None or not isinstance(a.get("name"), str) or not PLAIN_NAME.fullmatch(a["name"]):
         raise ValueError("load_inline's name must be a plain name and its arguments plain data")
     b = {k: v for k, v in a.items() if k != "build_directory"}  # built where the judge publishes from
+    if b.get("use_pch"):  # torch would run a compiler on the call's flags itself, outside ninja: same module without
+        b["use_pch"] = False
+    # torch numbers a name's builds within a process (name_v1, ...): each call here is a process's first
+    ce.JIT_EXTENSION_VERSIONER.entries.clear()
 
     def built_not_imported(module_name, path, is_python_module):
         file = os.path.join(path, f"{module_name}{ce.LIB_EXT}")
@@ -180,7 +187,7 @@ def compile_only(a: dict) -> dict:
             raise RuntimeError(f"the build of {module_name} left no {os.path.basename(file)}")
         return types.SimpleNamespace(__name__=module_name, __file__=file)
 
-    run_ninja = ce._run_ninja_build
+    run_ninja = run_ninja or _torch_run_ninja()
 
     def ninja_sharing_the_binding(build_directory, verbose, error_prefix):
         build_dir = Path(build_directory)
@@ -202,6 +209,18 @@ def compile_only(a: dict) -> dict:
     if binding_objects.LAST:  # the main.o of the build that succeeded: shared, or one the judge may share
         entry["binding_object"] = dict(binding_objects.LAST)
     return entry
+
+
+def _torch_run_ninja():
+    """torch's own _run_ninja_build, as it was before compile_only replaced it."""
+    from torch.utils import cpp_extension as ce
+    global _ORIG_RUN_NINJA
+    if _ORIG_RUN_NINJA is None:
+        _ORIG_RUN_NINJA = ce._run_ninja_build
+    return _ORIG_RUN_NINJA
+
+
+_ORIG_RUN_NINJA = None
 
 
 def _manifest_entry(folder: Path | None, key: str | None) -> tuple[str, str] | None:

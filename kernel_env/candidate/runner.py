@@ -15,10 +15,12 @@ elsewhere and cross-checks the timings.
           "compile"}), whose compile process builds it and publishes it into the cache; this process
           then imports it from there. A compile error ends the evaluation here. Any other failure at
           import is left for the run process to report (a submission may look at the GPU when imported).
-  compile (no GPU; trusted code only: no candidate code runs in it) started before its call is known:
-          torch imported; then one load_inline call on stdin, built as load_inline would build it into
-          this process's own folder, never imported -> {"event": "compiled"}; the judge moves the build
-          into the cache.
+  compile (no GPU; trusted code only: no candidate code and no compiler runs in it) started before
+          its first call is known: torch imported; then load_inline calls on stdin, one after the
+          other, each built as load_inline would build it into the folder the judge names, never
+          imported -> {"event": "compiled"}; the judge moves the build into the cache. Each ninja
+          build of a call is the judge's to run ({"event": "ninja"}), in a sandbox of its own
+          (ninja_step.py): the compilers read the candidate's sources there, not here.
   run     started before its evaluation is known (the judge keeps a few per device): torch imported
           -> {"event": "imported"}; then the CUDA context and our kernels' device code made by this
           trusted code a step at a time, each on {"cmd": "warm"} (sent while no candidate is timed on
@@ -193,65 +195,74 @@ def _compiled_by_judge(fd: int, built_dir: str, a: dict, key: str | None):
     return module
 
 
-def compile_call(workdir: Path, fd: int) -> int:
-    """Build one load_inline call the judge sends, without importing it (fast_build.compile_only)."""
+def compile_calls(workdir: Path, fd: int) -> int:
+    """Build load_inline calls the judge sends, one after the other, without importing them
+    (fast_build.compile_only). This process runs no compiler: each ninja build is the judge's to run,
+    in a sandbox of its own (ninja_step.py), so the process can serve call after call with torch
+    imported once."""
     import torch  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401
-    started = _cpu_s()  # its start, idle before the call came (diagnosis only, a claim)
-    try:
-        plan = json.loads(sys.stdin.readline() or "{}")
-        if plan.get("cmd") != P.COMPILE:
+    started = _cpu_s()  # its start, idle before the first call came (diagnosis only, a claim)
+    own_env = dict(os.environ)
+    while True:
+        line = sys.stdin.readline()
+        if not line:
             return 0
+        try:
+            plan = json.loads(line)
+            if plan.get("cmd") != P.COMPILE:
+                return 0
+            call, folder = plan["call"], plan["folder"]
+            if not isinstance(call, dict) or not isinstance(folder, str):
+                raise ValueError(call)
+        except (ValueError, AttributeError, TypeError, KeyError):
+            return 2
+        # nothing of the last call's settings stays: its environment, its build folder
+        os.environ.clear()
+        os.environ.update(own_env)
         for k, v in (plan.get("env") or {}).items():
             if k in PLAN_ENV:
                 os.environ[k] = str(v)
+        os.environ["TORCH_EXTENSIONS_DIR"] = folder
         published = os.environ.get("KERNEL_ENV_BUILT_DIR", "")
         os.environ["KERNEL_ENV_BUILT_DIR"] = ""  # it builds; it loads nothing
-        call = plan["call"]
-        if not isinstance(call, dict):
-            raise ValueError(call)
-    except (ValueError, AttributeError, TypeError, KeyError):
-        return 2
-    t0 = time.monotonic()
-    # built already (by an earlier judge on this cache, or a source with the same call): nothing to do
-    # but say so. Only the judge checks and trusts the published folder; this is what saves a compile
-    if published and published_builds.intact(Path(published), if_absent=False):
-        entry = fast_build.published_entry(call, published)
-        if entry is not None:
-            harness.emit(fd, {"event": P.COMPILED, "build_s": time.monotonic() - t0, "published": True,
-                              "cpu_s": _compile_cpu(started), **entry})
-            return 0
-    _cap_address_space(plan.get("memory_bytes"))
+        t0, cpu0 = time.monotonic(), _cpu_s()
+
+        def cpu_s() -> dict:
+            return {"start": started, "python": round(_cpu_s() - cpu0, 3)}
+        # built already (by an earlier judge on this cache, or a source with the same call): nothing to
+        # do but say so. Only the judge checks and trusts the published folder; this saves a compile
+        if published and published_builds.intact(Path(published), if_absent=False):
+            entry = fast_build.published_entry(call, published)
+            if entry is not None:
+                harness.emit(fd, {"event": P.COMPILED, "build_s": time.monotonic() - t0, "published": True,
+                                  "cpu_s": cpu_s(), **entry})
+                started = 0.0
+                continue
+        try:
+            entry = fast_build.compile_only(call, run_ninja=lambda d, verbose, prefix: _ninja_by_judge(fd, d, prefix))
+        except Exception as e:
+            harness.emit(fd, {"event": P.ERROR, "phase": "build", "kind": P.BUILD_ERROR, "message": _short_exc(e),
+                              "cpu_s": cpu_s()})
+        else:
+            harness.emit(fd, {"event": P.COMPILED, "build_s": time.monotonic() - t0, "cpu_s": cpu_s(), **entry})
+        started = 0.0
+
+
+def _ninja_by_judge(fd: int, build_directory: str, error_prefix: str) -> None:
+    """torch's _run_ninja_build, run by the judge: the same ninja command in `build_directory`, its
+    output in the error torch would raise."""
+    from torch.utils import cpp_extension as ce
+    harness.emit(fd, {"event": P.NINJA, "dir": str(build_directory), "jobs": ce._get_num_workers(False) or 0})
     try:
-        entry = fast_build.compile_only(call)
-    except Exception as e:
-        harness.emit(fd, {"event": P.ERROR, "phase": "build", "kind": P.BUILD_ERROR, "message": _short_exc(e)})
-        return 0
-    harness.emit(fd, {"event": P.COMPILED, "build_s": time.monotonic() - t0, "cpu_s": _compile_cpu(started), **entry})
-    return 0
-
-
-def _compile_cpu(started: float) -> dict:
-    """A compile process's CPU seconds: its start (Python, torch), its own work on the call, and the
-    compilers and linker it ran (ninja waits for them, this process for ninja)."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"start": started, "python": round(_cpu_s() - started, 3),
-            "compilers": round(children.ru_utime + children.ru_stime, 3)}
-
-
-def _cap_address_space(extra) -> None:
-    """This process's address space, and that of each compiler it starts (they inherit the limit): what
-    it has now (torch imported) plus `extra` bytes. The sources are the candidate's: `#include
-    "/dev/zero"` makes g++ read, and allocate, until the machine's memory runs out."""
-    if not isinstance(extra, int) or isinstance(extra, bool) or extra <= 0:
-        return
-    with open("/proc/self/statm") as f:
-        now = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    cap = now + extra
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        answer = json.loads(sys.stdin.readline() or "{}")
+    except ValueError:
+        answer = {}
+    if not isinstance(answer, dict) or answer.get("cmd") != P.NINJA:
+        raise RuntimeError(f"{error_prefix}: the judge did not run ninja")
+    if answer.get("rc") != 0:
+        output = str(answer.get("output") or "")
+        raise RuntimeError(f"{error_prefix}: {output}" if output else error_prefix)
 
 
 def _warm_triton(device) -> None:
@@ -332,7 +343,7 @@ def main() -> int:
     if mode == P.BUILD:
         return build(workdir, fd)
     if mode == P.COMPILE:
-        return compile_call(workdir, fd)
+        return compile_calls(workdir, fd)
     import torch
 
     # The stages before the submission is loaded are functions of this module; from the import of

@@ -45,9 +45,9 @@ from . import feedback as fb
 from .config import JudgeConfig
 from .devices import queued
 from .intake import parse_source
-from .pools import BUILD, COMPILE, CandidatePools, discard
+from .pools import BUILD, COMPILE, CandidatePools, discard, inside_folder
 from .reference import JudgeInternalError
-from .sandbox import Proc, describe_exit
+from .sandbox import Proc, describe_exit, folder_usage, remove_folder
 from .verdict import ErrorKind, Stage, Verdict
 
 log = logging.getLogger("kernel_env.judge")
@@ -220,9 +220,14 @@ class Builds:
         return {"event": P.BUILT, "reused": published}
 
     async def _compile(self, call, build_env: dict, ext_dir: Path, wall_s: float) -> dict:
-        """Build one load_inline call of a submission in a compile process and publish it into
+        """Build one load_inline call of a submission with a compile process and publish it into
         `ext_dir`. Returns the answer for the build process ({"cmd": COMPILED, "ok": ...}), or
-        {"event": TIMEOUT, ...} when the compile ran past `wall_s`."""
+        {"event": TIMEOUT, ...} when the compile ran past `wall_s`.
+
+        The compile process (trusted code, torch imported) writes the call's build folder in a folder
+        of the call's own inside its own, and asks for each ninja build it needs; each runs in a
+        sandbox of its own (`_ninja`) that can write that folder and nothing else. The compile process
+        then serves the next call: no compiler ever ran beside it."""
         why = _unsafe_call(call)
         if why:
             return {"cmd": P.COMPILED, "ok": False, "message": why}
@@ -232,36 +237,52 @@ class Builds:
             self.stats["compiles_rejected_again"] += 1
             return {"cmd": P.COMPILED, "ok": False, "message": self._rejected[rejected_key]}
         compiler = await self.pools.take(COMPILE)
+        call_dir = compiler.workdir / f"call-{secrets.token_hex(6)}"
+        staged = call_dir / "torch_extensions"
+        served = False  # it answered this call as it should: it may take the next
         try:
-            (compiler.workdir / CALL_FILE).write_text(json.dumps(call))  # what it compiles, for whoever looks
-            # only compilers run there, but on the candidate's sources (an assembler's .incbin of any
-            # large file it can read makes an object file of that size), and the build moves into the cache
-            compiler.watch_folder(compiler.workdir, self.cfg.folder_quota_bytes, self.cfg.folder_quota_files)
+            staged.mkdir(parents=True)
+            (call_dir / CALL_FILE).write_text(json.dumps(call))  # what it compiles, for whoever looks
             env = build_env
             if self.cfg.share_binding_objects:
                 env = {**build_env, binding_objects.ENV: str(self.binding_objects)}
-            if not await compiler.send(json.dumps({"cmd": P.COMPILE, "env": env, "call": call,
-                                                  "memory_bytes": self.cfg.compile_memory_bytes})):
+            # what the call's ninja steps write there, all of them together, is held to the folder quota
+            base = await asyncio.to_thread(folder_usage, call_dir, self.cfg.folder_quota_files)
+            compiler.clear_output()
+            if not await compiler.send(json.dumps({"cmd": P.COMPILE, "env": env, "call": call, "folder": str(staged)})):
                 raise JudgeInternalError("the compile process ended before it got its call: " + compiler.output()[-1500:])
             t0 = time.monotonic()
-            msg = await compiler.next_message(max(wall_s, 0.0))
+            deadline, compilers_cpu = t0 + max(wall_s, 0.0), 0.0
+            while True:
+                msg = await compiler.next_message(max(deadline - time.monotonic(), 0.0))
+                if msg.get("event") != P.NINJA:
+                    break
+                ran = await self._ninja(msg, call_dir, base, deadline)
+                if ran.get("event") == P.TIMEOUT:
+                    msg = ran
+                    break
+                if ran.get("stopped"):  # nothing of it is published, nor remembered as the code's own error
+                    return {"cmd": P.COMPILED, "ok": False, "message": "the compile of this load_inline call was "
+                            f"stopped: {ran['stopped']}"}
+                compilers_cpu += ran["cpu_s"]
+                if not await compiler.send(json.dumps({"cmd": P.NINJA, "rc": ran["rc"], "output": ran["output"]})):
+                    msg = {"event": P.EOF}
+                    break
             if msg.get("event") == P.TIMEOUT:
                 return {"event": P.TIMEOUT, "why": f"compiling a load_inline call took more than {wall_s:.0f} s",
                         "deadline": {"step": "compile", "wall_s": round(wall_s, 1),
                                      "compile_s": round(time.monotonic() - t0, 1)}}
-            await compiler.close()  # nothing writes its folder any more: the build moves to the cache
-            if await compiler.over_quota_now():  # nothing of it is published, nor remembered as the code's own error
-                return {"cmd": P.COMPILED, "ok": False, "message": "the compile of this load_inline call was "
-                        f"stopped: {compiler.over_quota}"}
-            if msg.get("event") == P.COMPILED:
-                self._note_cpu(msg.get("cpu_s"))
+            if msg.get("event") in (P.COMPILED, P.ERROR):
+                served = True
+                said = msg.get("cpu_s")
+                self._note_cpu({**said, "compilers": compilers_cpu} if isinstance(said, dict) else None)
             if msg.get("event") == P.COMPILED and msg.get("published") is True:
                 # the call's build is in the folder already (a claim: a run process that does not find
                 # it there builds it in its own folder, slower, never wrong)
                 return {"cmd": P.COMPILED, "ok": True, "published": True}
             if msg.get("event") == P.COMPILED:
-                await self._share_binding(msg.get("binding_object"), compiler.workdir / "torch_extensions" / call["name"])
-                await self.publish(compiler.workdir / "torch_extensions", ext_dir)
+                await self._share_binding(msg.get("binding_object"), staged / call["name"])
+                await self.publish(staged, ext_dir)
                 return {"cmd": P.COMPILED, "ok": True}
             if msg.get("event") == P.ERROR:
                 message = fb.bounded(f"{msg.get('message', '')}\n{compiler.output()[-4000:]}")
@@ -272,10 +293,39 @@ class Builds:
                     while len(self._rejected) > FAILED_MEMORY:
                         self._rejected.popitem(last=False)
                 return {"cmd": P.COMPILED, "ok": False, "message": message}
+            await compiler.close()
             return {"cmd": P.COMPILED, "ok": False, "message": "the compile process of this load_inline call "
                     f"{describe_exit(compiler.returncode)}:\n{compiler.output()[-4000:]}"}
         finally:
-            await asyncio.shield(discard(compiler))
+            await asyncio.shield(self.pools.give_back(COMPILE, compiler, served))
+            await asyncio.shield(asyncio.to_thread(remove_folder, call_dir))
+
+    async def _ninja(self, msg: dict, call_dir: Path, base: tuple, deadline: float) -> dict:
+        """One ninja build a compile process asked for, run in a sandbox of its own (ninja_step.py) that
+        writes the call's folder and nothing else, with each compiler's address space capped
+        (compile_memory_bytes) and the folder watched (the quota beyond `base`, its size when the call
+        began). {"rc", "output", "cpu_s"}; {"stopped": why} over the quota; {"event": TIMEOUT} past
+        `deadline`."""
+        build_dir, jobs = msg.get("dir"), msg.get("jobs", 0)
+        if (not isinstance(build_dir, str) or not inside_folder(Path(build_dir), call_dir) or not isinstance(jobs, int)
+                or isinstance(jobs, bool) or not 0 <= jobs <= 4096):
+            raise JudgeInternalError(f"a compile process asked for ninja outside its call's folder: {msg!r:.300}")
+        step = await self.pools.start_ninja(call_dir, build_dir, jobs)
+        try:
+            # compilers on the candidate's sources (an assembler's .incbin of any large file it can read
+            # makes an object file of that size), and the build moves into the cache
+            step.watch_folder(call_dir, self.cfg.folder_quota_bytes, self.cfg.folder_quota_files, base)
+            rc = await step.wait(max(deadline - time.monotonic(), 0.0))
+            if rc is None:
+                return {"event": P.TIMEOUT}
+            said = await step.next_message(1.0)
+        finally:
+            await step.close()
+        if await step.over_quota_now():
+            return {"stopped": step.over_quota}
+        cpu = said.get("cpu_s") if said.get("event") == P.NINJA_RAN else None
+        ok_cpu = isinstance(cpu, (int, float)) and not isinstance(cpu, bool) and 0 <= cpu < 1e6
+        return {"rc": rc, "output": step.output(), "cpu_s": float(cpu) if ok_cpu else 0.0}
 
     def _note_cpu(self, said) -> None:
         keys = ("start", "python", "compilers")

@@ -168,9 +168,9 @@ class JudgeConfig:
     # too. Read every sandbox.FOLDER_CHECK_S (0.5 s): a process may overshoot by what it writes in that time
     folder_quota_bytes: int = 4 << 30
     folder_quota_files: int = 100_000
-    # address space each compiler of a load_inline call may have beyond what the compile process took
-    # to import torch (on every device): the sources are the candidate's, and an #include of /dev/zero
-    # makes the compiler read until the machine's memory runs out
+    # address space each compiler of a load_inline call may map beyond its own (pools.COMPILER_OWN_BYTES),
+    # on every device: the sources are the candidate's, and an #include of /dev/zero makes the compiler
+    # read until the machine's memory runs out
     compile_memory_bytes: int = 16 << 30
     # faster load_inline builds, same modules (candidate/fast_build.py): the .cu sees no torch header
     # ("shim": cuda_prelude_shim.h, main.cpp answers its calls with torch's functions; a kernel it cannot

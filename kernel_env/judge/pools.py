@@ -3,10 +3,11 @@
 An idle process has torch imported (a run process its CUDA context made too) and waits for its
 submission: it costs an evaluation no start-up, and 64 sessions never start 64 torch imports at
 once. Three kinds: run processes per device (key ("run", gpu)), and without a GPU for all, build
-processes (key BUILD: they import submissions) and compile processes (key COMPILE: each builds one
-load_inline call and runs no candidate code). Each lives in a folder of its own (where its submission
-will be written) with its own build folder and Triton cache in it; the evaluation's settings come with
-its plan (candidate/runner.py). A candidate process writes nothing but its own folder (and a /dev/shm
+processes (key BUILD: they import submissions) and compile processes (key COMPILE: they write the
+builds of load_inline calls, call after call, and run neither candidate code nor compilers: each ninja
+build runs in a sandbox of its own, `start_ninja`). Each lives in a folder of its own (where its
+submission will be written) with its own build folder and Triton cache in it; the evaluation's
+settings come with its plan (candidate/runner.py). A candidate process writes nothing but its own folder (and a /dev/shm
 of its own: sandbox.wrap's private_ipc), so nothing it writes is loaded by another process, except what
 the judge itself publishes (builds.publish_build: what compile processes built; and the Triton cache
 of the runner's own warm-up kernel, taken before any candidate code ran: `_publish_warm`).
@@ -39,6 +40,11 @@ BUILD = ("build", None)  # the pool key of idle build processes (not tied to a d
 COMPILE = ("compile", None)  # and of idle compile processes
 NO_GPU = (P.BUILD, P.COMPILE)  # the modes of candidate processes without a GPU
 RUNNER = [PYTHON, "-m", "kernel_env.candidate.runner"]
+NINJA_STEP = str(Path(__file__).resolve().parent.parent / "candidate" / "ninja_step.py")
+MAX_CALLS = 256  # load_inline calls one compile process serves before another takes its place
+# a compiler's own address space (its program and libraries, a precompiled header it maps), to which
+# each may add compile_memory_bytes
+COMPILER_OWN_BYTES = 2 << 30
 
 
 def max_file_bytes(cfg: JudgeConfig) -> int:
@@ -67,6 +73,7 @@ class CandidatePools:
         self.idle[BUILD] = []
         self.idle[COMPILE] = []
         self._starting = {k: 0 for k in self.idle}
+        self._lent = {k: 0 for k in self.idle}  # taken, and coming back (give_back): compile processes
         self._loop = None
         self._bg: set[asyncio.Task] = set()  # processes being started for the pool
         self.one_shot = False  # evaluate_sync: one evaluation per event loop, no pool kept between them
@@ -81,6 +88,14 @@ class CandidatePools:
         """Start candidate processes in the background until enough are idle or starting for `key`:
         ("run", gpu) keeps `idle_runners` run processes of the device (one when one-shot), BUILD and
         COMPILE keep `staged_builders` processes each (none when one-shot)."""
+        self._adopt_loop()
+        for _ in range(self._target(key) - len(self.idle[key]) - self._starting[key] - self._lent[key]):
+            self._starting[key] += 1
+            t = asyncio.ensure_future(self._add_idle(key))
+            self._bg.add(t)
+            t.add_done_callback(self._bg.discard)
+
+    def _adopt_loop(self) -> None:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # processes started under an event loop that has ended
             for idle in self.idle.values():
@@ -89,17 +104,14 @@ class CandidatePools:
                     p.kill()
                     remove_folder(p.workdir)
             self._starting = {k: 0 for k in self.idle}
+            self._lent = {k: 0 for k in self.idle}
             self._loop = loop
+
+    def _target(self, key: tuple) -> int:
         cpu = self.cfg.device == "cpu"  # there the measurement is the CPU's: idle processes would take from it
         if key in (BUILD, COMPILE):
-            target = 0 if self.one_shot else min(1, self.cfg.staged_builders) if cpu else self.cfg.staged_builders
-        else:
-            target = 1 if self.one_shot or cpu else max(1, self.cfg.idle_runners)
-        for _ in range(target - len(self.idle[key]) - self._starting[key]):
-            self._starting[key] += 1
-            t = asyncio.ensure_future(self._add_idle(key))
-            self._bg.add(t)
-            t.add_done_callback(self._bg.discard)
+            return 0 if self.one_shot else min(1, self.cfg.staged_builders) if cpu else self.cfg.staged_builders
+        return 1 if self.one_shot or cpu else max(1, self.cfg.idle_runners)
 
     async def _add_idle(self, key: tuple) -> None:
         p = None
@@ -113,8 +125,10 @@ class CandidatePools:
                 self.idle[key].append(p)
 
     async def take(self, key: tuple) -> Proc:
-        """An idle process for `key` (the oldest: the furthest along in its start), else a new one."""
-        self.fill(key)
+        """An idle process for `key` (the oldest: the furthest along in its start), else a new one; then
+        the pool filled again (not before: a process started for the pool while this one starts too
+        would be one more than it needs)."""
+        self._adopt_loop()
         while self.idle[key]:
             p = self.idle[key].pop(0)
             if p.returncode is None:
@@ -123,8 +137,41 @@ class CandidatePools:
         else:
             self.started_on_demand[key] += 1
             p = await self.start_idle(key)
+        if key == COMPILE:  # it serves call after call: it comes back (give_back), no other starts for it
+            self._lent[key] += 1
         if not self.one_shot:
             self.fill(key)
+        return p
+
+    async def give_back(self, key: tuple, p: Proc, reusable: bool) -> None:
+        """A compile process done with its call: idle again when it answered as it should (up to
+        MAX_CALLS calls each), else ended (and another started for the pool). As many are kept as
+        calls can be compiled at once (one per CPU build slot; one-shot too: stop() ends them), not
+        only the `staged_builders` started ahead: under load every build slot compiles, and each process
+        ended here would be a torch import for a later call."""
+        self._lent[key] = max(0, self._lent[key] - 1)
+        p.calls = getattr(p, "calls", 0) + 1
+        keep = max(1, self._target(key), self.cfg.build_slots)
+        if (reusable and p.returncode is None and p.loop is asyncio.get_running_loop() and p.calls < MAX_CALLS
+                and len(self.idle[key]) < keep):
+            self.idle[key].insert(0, p)  # warm: the next one taken
+            return
+        await discard(p)
+        if not self.one_shot:
+            self.fill(key)
+
+    async def start_ninja(self, call_dir: Path, build_dir: str, jobs: int) -> Proc:
+        """A ninja step (candidate/ninja_step.py) on `build_dir`, sandboxed like a compile process but in
+        `call_dir`: the only folder it can write, the rest of the compile process's folder hidden. Each
+        compiler it runs may map compile_memory_bytes besides COMPILER_OWN_BYTES (an #include of
+        /dev/zero makes one read until the machine's memory runs out)."""
+        cfg = self.cfg
+        argv, env = await self.candidate_command(P.COMPILE, [PYTHON, "-I", "-S", NINJA_STEP, build_dir, str(jobs)],
+                                                 call_dir, cfg.gpus[0], call_dir, call_dir, None)
+        p = await Proc.start(argv, call_dir, env, cfg.output_cap_bytes, max_file_bytes=max_file_bytes(cfg),
+                             mem_bytes=cfg.compile_memory_bytes + COMPILER_OWN_BYTES, untrusted=True,
+                             nice=cfg.build_nice, idle_sched=cfg.build_sched_idle)
+        p.loop, p.workdir = asyncio.get_running_loop(), call_dir
         return p
 
     async def start_idle(self, key: tuple) -> Proc:
@@ -217,7 +264,7 @@ class CandidatePools:
             readonly.append(self.bytecode.dir)
         # writable: its own folder, and only those of the given folders that are not the judge's
         # caches (a shared one would let it plant what another process loads)
-        writable = [d for d in (ext_dir, triton_dir) if not _inside(d, self.cfg.cache_dir) or _inside(d, workdir)]
+        writable = [d for d in (ext_dir, triton_dir) if not inside_folder(d, self.cfg.cache_dir) or inside_folder(d, workdir)]
         argv = wrap(self.isolation, argv, workdir, writable, hide=hide, readonly=readonly)
         env = self.env(workdir, gpu, trusted=False, ext_dir=ext_dir, pch_dir=pch_dir, triton_dir=triton_dir)
         if self.bytecode:
@@ -241,7 +288,7 @@ class CandidatePools:
             pass
 
 
-def _inside(path: Path, folder: Path) -> bool:
+def inside_folder(path: Path, folder: Path) -> bool:
     try:
         Path(os.path.realpath(path)).relative_to(os.path.realpath(folder))
         return True

@@ -422,6 +422,13 @@ class Proc:
         finally:
             await self.messages.put({"event": "eof"})
 
+    def clear_output(self) -> None:
+        """Forget the output kept so far: a process that serves one request after another (a compile
+        process) is then read for the last one only."""
+        self._head.clear()
+        self._tail.clear()
+        self._dropped = 0
+
     def output(self) -> str:
         text = self._head.decode("utf-8", "replace")
         if self._tail:
@@ -457,12 +464,12 @@ class Proc:
         except TimeoutError:
             return None
 
-    def watch_folder(self, folder: Path, max_bytes: int, max_files: int) -> None:
-        """From now on, end the process once it has written more than `max_bytes` or `max_files` into
-        `folder` (beyond what is there now: the judge's files), saying so in `over_quota`. The folder
-        is on the server's disk, which other evaluations' builds need too; each file is capped anyway
-        (RLIMIT_FSIZE), the number of files is not."""
-        base, files = folder_usage(folder, max_files)
+    def watch_folder(self, folder: Path, max_bytes: int, max_files: int, base: tuple | None = None) -> None:
+        """From now on, end the process once more than `max_bytes` or `max_files` have been written into
+        `folder` beyond `base` ((bytes, files), folder_usage; default: what is there now, the judge's
+        files), saying so in `over_quota`. The folder is on the server's disk, which other
+        evaluations' builds need too; each file is capped anyway (RLIMIT_FSIZE), the number of files is not."""
+        base, files = base or folder_usage(folder, max_files)
         self._watched = (folder, base + max_bytes, files + max_files, max_bytes, max_files)
         self._tasks.append(asyncio.ensure_future(self._watch()))
 

@@ -230,8 +230,9 @@ class Judge:
                                       "max": round(max(d), 4)}
                              for i, d in sorted(self.pools.warm_steps_s.items()) if d}
         s["warm_steps_stopped"] = self.slots.warmers_stopped
-        # the compile processes' CPU seconds per call as they reported them (the last 500): their start,
-        # their own work, the compilers and linker they ran
+        # CPU seconds per load_inline call compiled (the last 500, as the processes reported them): the
+        # compile process's start (counted at its first call only: it serves the next ones too), its
+        # own work on the call, the compilers and linker that the call's ninja steps ran
         cpu = list(self.builds.compile_cpu)
         s["compile_cpu_s"] = ({"n": len(cpu), **{k: {"p50": round(statistics.median(c[k] for c in cpu), 3),
                                                     "mean": round(statistics.fmean(c[k] for c in cpu), 3)}
