@@ -11,6 +11,8 @@ from kernel_env.judge import Judge, JudgeConfig
 from kernel_env.judge.pools import COMPILE
 from kernel_env.judge.sandbox import isolation
 
+from test_fast_build import pch  # noqa: F401 (the session's precompiled header, a fixture: builds take seconds)
+
 RELU = "level1/1_Small_ReLU"
 # a source the judge reads as inert but for a load_inline call with literal arguments
 LITERAL = ("import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
@@ -22,12 +24,14 @@ LITERAL = ("import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension 
 
 
 def literal(tag: str, flags: str = "") -> str:
-    return LITERAL.replace("TAG", tag).replace("FLAGS", flags)
+    """The source with its own kernel (`tag`) and -O2 (the flags of the suite's precompiled header) + `flags`."""
+    return LITERAL.replace("TAG", tag).replace("FLAGS", f", extra_cflags=['-O2'{flags}]")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["bwrap", "unshare"])
-def test_a_compile_process_serves_the_next_call_and_its_compilers_write_only_the_calls_folder(mode, cache_dir, tmp_path):
+def test_a_compile_process_serves_the_next_call_and_its_compilers_write_only_the_calls_folder(mode, cache_dir, pch,
+                                                                                             tmp_path):
     try:
         isolation(mode)
     except RuntimeError:
@@ -37,7 +41,7 @@ def test_a_compile_process_serves_the_next_call_and_its_compilers_write_only_the
     tag = os.urandom(4).hex()
     # gcc writes its dependency file where -MF says: from the build folder (<call>/torch_extensions/<name>),
     # ../../.. is the compile process's own folder, from which it serves its next calls
-    planting = literal(tag + "b", ", extra_cflags=['-MD', '-MF', '../../../planted.d']")
+    planting = literal(tag + "b", ", '-MD', '-MF', '../../../planted.d'")
 
     async def main():
         try:
