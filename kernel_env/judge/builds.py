@@ -2,10 +2,11 @@
 
 A build process (no GPU: its device files hidden; a CPU build slot; a lower priority) imports the
 submission. Each load_inline call with no build in the cache comes to the judge as a request: a
-compile process (no GPU, and no candidate code: it builds the call's sources as load_inline would and
-never imports the result) builds it in its own folder, the judge publishes that into the source's
-build folder in the cache (`publish_build`), and the build process, like the run process later,
-imports it from there. So what any process loads from the cache was made by compilers alone, from
+compile process (no GPU, and no candidate code: it writes the call's build as load_inline would and
+never imports the result; each ninja build of it runs in a sandbox of its own, `_ninja`, so the
+compile process serves call after call) builds it in a folder of the call's own, the judge publishes
+that into the source's build folder in the cache (`publish_build`), and the build process, like the
+run process later, imports it from there. So what any process loads from the cache was made by compilers alone, from
 the sources the call named; nothing a submission's code (its Python, or its C++ static initializers)
 did can change it. A source whose import only makes load_inline calls with literal arguments
 (inert_import.load_inline_calls) needs no build process: the judge sends those calls to compile
