@@ -187,7 +187,7 @@ def compile_only(a: dict, run_ninja=None) -> dict:
             raise RuntimeError(f"the build of {module_name} left no {os.path.basename(file)}")
         return types.SimpleNamespace(__name__=module_name, __file__=file)
 
-    run_ninja = run_ninja or _torch_run_ninja()
+    run_ninja = run_ninja or ce._run_ninja_build
 
     def ninja_sharing_the_binding(build_directory, verbose, error_prefix):
         build_dir = Path(build_directory)
@@ -201,26 +201,18 @@ def compile_only(a: dict, run_ninja=None) -> dict:
             return run_ninja(build_directory, verbose, error_prefix)
 
     install()
-    ce._import_module_from_library = built_not_imported
-    ce._run_ninja_build = ninja_sharing_the_binding
-    module = _fast_or_torch(b, lambda: _orig_load_inline(**b))
+    # torch's own two, back once this call is built: the next call in this process starts from them
+    torch_import, torch_ninja = ce._import_module_from_library, ce._run_ninja_build
+    ce._import_module_from_library, ce._run_ninja_build = built_not_imported, ninja_sharing_the_binding
+    try:
+        module = _fast_or_torch(b, lambda: _orig_load_inline(**b))
+    finally:
+        ce._import_module_from_library, ce._run_ninja_build = torch_import, torch_ninja
     _record_built(b, key, module)
     entry = {"key": key, "module": module.__name__, "file": os.path.basename(module.__file__)}
     if binding_objects.LAST:  # the main.o of the build that succeeded: shared, or one the judge may share
         entry["binding_object"] = dict(binding_objects.LAST)
     return entry
-
-
-def _torch_run_ninja():
-    """torch's own _run_ninja_build, as it was before compile_only replaced it."""
-    from torch.utils import cpp_extension as ce
-    global _ORIG_RUN_NINJA
-    if _ORIG_RUN_NINJA is None:
-        _ORIG_RUN_NINJA = ce._run_ninja_build
-    return _ORIG_RUN_NINJA
-
-
-_ORIG_RUN_NINJA = None
 
 
 def _manifest_entry(folder: Path | None, key: str | None) -> tuple[str, str] | None:
