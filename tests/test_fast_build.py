@@ -8,6 +8,7 @@ checked here; the H200 runs (docs/log/performance.md) build real .cu files throu
 (no GPU needed), and its at::Tensor crosses to main.cpp unchanged (a C++ unit against the shim alone).
 """
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_env.candidate.fast_build import LIGHT_FAILED, PCH_HEADER, light_cuda_source
+from kernel_env.candidate.fast_build import LIGHT_FAILED, PCH_HEADER, light_cuda_source, shim_leaves_out
 from kernel_env.judge import prebuild
 
 from conftest import ROOT
@@ -322,16 +323,60 @@ def test_shim_prelude_compiles_the_example_and_fault_kernels_without_torch_heade
     from torch.utils.cpp_extension import include_paths  # [0]: <torch>/include; [1], the C++ API's, not given
     files = sorted((ROOT / "examples" / "submissions").glob("*_cuda.py"))
     files += [ROOT / "tests" / "faults_cuda" / f for f in ("device_assert.py", "illegal_memory_access.py")]
+    # and kernels that need the shim's optional parts (c10::Half, __half2, packed accessors)
+    files += [ROOT / "bench" / "realistic_submissions" / f for f in
+              ("l1_26_gelu_template_fp16.py", "l1_88_mingpt_gelu_half2.py", "l2_1_conv_relu_bias_accessor.py")]
+    left_out = set()
     for f in files:
         dump = subprocess.run([sys.executable, "-c", DUMP_CUDA, str(f)], capture_output=True, text=True, timeout=120)
         assert dump.returncode == 0, dump.stderr[-2000:]
         cu = tmp_path / f"{f.stem}.cu"
-        cu.write_text("\n".join(light_cuda_source(json.loads(dump.stdout.strip().splitlines()[-1]), "shim")))
+        sources = json.loads(dump.stdout.strip().splitlines()[-1])
+        left_out |= {(m, f.stem) for m in shim_leaves_out(sources)}
+        cu.write_text("\n".join(light_cuda_source(sources, "shim")))
         r = subprocess.run(["nvcc", f"-I{INCLUDE_DIR}", f"-I{include_paths()[0]}", "-std=c++17", "-O3", "--expt-relaxed-constexpr",
                             "-gencode=arch=compute_90a,code=sm_90a", "--compiler-options", "-fPIC",
                             "-D_GLIBCXX_USE_CXX11_ABI=1", "-c", str(cu), "-o", str(cu.with_suffix(".o"))],
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, (f.name, r.stderr[-3000:])
+    # each part was left out for some of them and kept for others
+    assert {m for m, _ in left_out} == {"KSHIM_NO_HALF", "KSHIM_NO_ACCESSOR"}
+    assert ("KSHIM_NO_HALF", "l1_26_gelu_template_fp16") not in left_out
+    assert ("KSHIM_NO_ACCESSOR", "l2_1_conv_relu_bias_accessor") not in left_out
+
+
+def test_the_shim_leaves_out_the_parts_a_kernel_does_not_name():
+    plain = "__global__ void k(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] = fmaxf(x[i], 0.f); }"
+    assert shim_leaves_out([plain]) == ["KSHIM_NO_HALF", "KSHIM_NO_ACCESSOR"]
+    for names_half in ("at::Half* p;", "__half2 h;", "__nv_bfloat16 b;", "c10::BFloat16 b;",
+                       "AT_DISPATCH_REDUCED_FLOATING_TYPES(t, \"k\", [&] {});", "AT_DISPATCH_FLOATING_TYPES_AND_HALF(",
+                       "x.scalar_type() == at::kHalf", "// fp16 inputs", "float16"):
+        assert shim_leaves_out([plain, names_half]) == ["KSHIM_NO_ACCESSOR"], names_half
+    for names_accessor in ("x.packed_accessor32<float, 2, torch::RestrictPtrTraits>()", "at::TensorAccessor<float, 1> a",
+                           "x.accessor<float, 2>()", "template <typename T> using P = at::RestrictPtrTraits<T>;"):
+        assert shim_leaves_out([plain, names_accessor]) == ["KSHIM_NO_HALF"], names_accessor
+    assert shim_leaves_out([plain, "c10::Half h;", "x.packed_accessor64<float, 1>()"]) == []
+    # only the shim has optional parts, and the sources' lines keep their numbers either way
+    assert light_cuda_source([plain], "core") == ['#include "cuda_prelude_core.h"', plain]
+    lean = light_cuda_source([plain], "shim")
+    assert lean[:2] == ["#define KSHIM_NO_HALF", "#define KSHIM_NO_ACCESSOR"] and lean[-2:] == ["#line 2", plain]
+
+
+@pytest.mark.skipif(not __import__("shutil").which("nvcc"), reason="needs nvcc (CUDA toolkit; no GPU)")
+def test_a_compile_error_is_reported_at_the_same_line_whether_the_shim_leaves_parts_out_or_not(tmp_path):
+    from kernel_env.candidate.fast_build import INCLUDE_DIR
+    from torch.utils.cpp_extension import include_paths
+    body = "__global__ void k(float* x) { x[0] = 1.f; }\nvoid f() { not_declared_anywhere(); }\n"
+    lines = []
+    for extra in ("", "// c10::Half, packed_accessor32\n"):
+        cu = tmp_path / f"k{len(lines)}.cu"
+        cu.write_text("\n".join(light_cuda_source([body + extra], "shim")))
+        r = subprocess.run(["nvcc", f"-I{INCLUDE_DIR}", f"-I{include_paths()[0]}", "-std=c++17", "--expt-relaxed-constexpr",
+                            "-gencode=arch=compute_90a,code=sm_90a", "-c", str(cu), "-o", str(cu.with_suffix(".o"))],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode != 0 and "not_declared_anywhere" in r.stderr, r.stderr[-2000:]
+        lines.append(re.search(rf"{cu.name}\((\d+)\): error", r.stderr).group(1))
+    assert lines == ["3", "3"], lines  # the body's second line, after the prelude's one
 
 
 def test_a_kernel_the_shim_cannot_build_is_built_with_the_core_prelude(tmp_path, monkeypatch):

@@ -394,12 +394,30 @@ def light_cuda_source(cuda_sources: list[str], prelude: str) -> list[str]:
     """The .cu of the light path: the prelude first (in place of load_inline's torch/types.h), and the
     submission's own includes of torch's umbrella headers commented out (line numbers kept); under
     the shim, also those of what the shim declares itself (CUDAContext.h, CUDAGuard.h, CUDAStream.h,
-    CUDAException.h, Dispatch.h, ...)."""
+    CUDAException.h, Dispatch.h, ...), and without its half-precision types or its accessors when the
+    sources name neither (shim_leaves_out)."""
     if prelude not in ("core", "aten", "shim"):
         raise ValueError(f"unknown prelude {prelude!r}")
     pattern = _SHIM_INCLUDE if prelude == "shim" else _HEAVY_INCLUDE
-    return [f'#include "cuda_prelude_{prelude}.h"'] + [pattern.sub(r"// (light prelude) \g<0>", s)
-                                                     for s in cuda_sources]
+    head = [f'#include "cuda_prelude_{prelude}.h"']
+    if prelude == "shim" and (left_out := shim_leaves_out(cuda_sources)):
+        head = [f"#define {m}" for m in left_out] + head + ["#line 2"]  # the sources' lines numbered as without
+    return head + [pattern.sub(r"// (light prelude) \g<0>", s) for s in cuda_sources]
+
+
+# What the shim prelude's optional parts are named by: a .cu whose text (comments included, to err on
+# the side of the whole prelude) matches neither leaves that part out. A miss only costs a build: the
+# shim attempt fails to compile, and the core prelude builds it.
+_SHIM_PARTS = {"KSHIM_NO_HALF": re.compile(r"half|bfloat|bf16|fp16|float16|reduced", re.I),
+               "KSHIM_NO_ACCESSOR": re.compile(r"accessor|ptrtraits", re.I)}
+
+
+def shim_leaves_out(cuda_sources: list[str]) -> list[str]:
+    """The macros that leave parts of cuda_prelude_shim.h out for these sources: c10::Half and
+    c10::BFloat16 (with cuda_fp16.h and cuda_bf16.h) unless the text names a half-precision type, a
+    reduced floating type or fp16; the tensor accessors unless it names an accessor or PtrTraits."""
+    text = "\n".join(cuda_sources)
+    return [macro for macro, names in _SHIM_PARTS.items() if not names.search(text)]
 
 
 def _write(path: Path, text: str) -> str:

@@ -29,10 +29,18 @@
 #include <cuda_runtime.h>
 #endif
 // torch's own header-only pieces, the very definitions torch's headers use (no clash, no other header):
-// c10::Half / c10::BFloat16 with their arithmetic and conversions, and the tensor accessors' templates
+// c10::Half / c10::BFloat16 with their arithmetic and conversions, and the tensor accessors' templates.
+// They are most of what nvcc parses here (three times: cudafe++, cicc, the host compiler), so a .cu that
+// names neither leaves them out: fast_build.py defines KSHIM_NO_HALF / KSHIM_NO_ACCESSOR from its text.
+#include <cstring>
+#include <torch/headeronly/macros/Macros.h>
+#ifndef KSHIM_NO_HALF
 #include <torch/headeronly/util/Half.h>
 #include <torch/headeronly/util/BFloat16.h>
+#endif
+#ifndef KSHIM_NO_ACCESSOR
 #include <torch/headeronly/core/TensorAccessor.h>
+#endif
 
 namespace c10 {
 using std::nullopt;
@@ -191,8 +199,10 @@ template <> struct scalar_of<int64_t> { static constexpr c10::ScalarType v = c10
 template <> struct scalar_of<float> { static constexpr c10::ScalarType v = c10::ScalarType::Float; };
 template <> struct scalar_of<double> { static constexpr c10::ScalarType v = c10::ScalarType::Double; };
 template <> struct scalar_of<bool> { static constexpr c10::ScalarType v = c10::ScalarType::Bool; };
+#ifndef KSHIM_NO_HALF
 template <> struct scalar_of<c10::Half> { static constexpr c10::ScalarType v = c10::ScalarType::Half; };
 template <> struct scalar_of<c10::BFloat16> { static constexpr c10::ScalarType v = c10::ScalarType::BFloat16; };
+#endif
 inline std::string str() { return std::string(); }
 template <typename... A> std::string str(const A&... a) {
   std::ostringstream o;
@@ -218,6 +228,7 @@ struct IndexBoundsCheck {  // ATen's at::detail::IndexBoundsCheck, failing as TO
 }  // namespace kshim
 
 namespace at {  // ATen/core/TensorAccessor.h's names over the same header-only templates
+#ifndef KSHIM_NO_ACCESSOR
 using torch::headeronly::DefaultPtrTraits;
 #if defined(__CUDACC__) || defined(__HIPCC__)
 using torch::headeronly::RestrictPtrTraits;
@@ -236,10 +247,13 @@ template <typename T, size_t N, template <typename U> class PtrTraits = DefaultP
 using PackedTensorAccessor32 = GenericPackedTensorAccessor<T, N, PtrTraits, int32_t>;
 template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
 using PackedTensorAccessor64 = GenericPackedTensorAccessor<T, N, PtrTraits, int64_t>;
+#endif
 
 template <typename T> struct OpMathType { using type = T; };  // ATen/OpMathType.h, for the types declared here
+#ifndef KSHIM_NO_HALF
 template <> struct OpMathType<c10::Half> { using type = float; };
 template <> struct OpMathType<c10::BFloat16> { using type = float; };
+#endif
 template <typename T> using opmath_type = typename OpMathType<T>::type;
 
 class Tensor {
@@ -275,6 +289,7 @@ class Tensor {
   template <typename T> T* data_ptr() const { return static_cast<T*>(kshim::data_ptr(*this, static_cast<int8_t>(kshim::scalar_of<T>::v))); }
   template <typename T> const T* const_data_ptr() const { return data_ptr<T>(); }
   template <typename T> T* mutable_data_ptr() const { return data_ptr<T>(); }
+#ifndef KSHIM_NO_ACCESSOR
   // TensorBase's accessors: the same checks, messages and templates (rvalues deleted, as there)
   template <typename T, size_t N> TensorAccessor<T, N> accessor() const& {
     static_assert(N > 0, "accessor is used for indexing tensor, for scalars use *data_ptr<T>()");
@@ -306,6 +321,7 @@ class Tensor {
   }
   template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
   PackedTensorAccessor64<T, N, PtrTraits> packed_accessor64() && = delete;
+#endif
   Tensor contiguous() const { return made([&](Tensor* o) { kshim::contiguous(*this, o); }); }
   Tensor clone() const { return made([&](Tensor* o) { kshim::clone(*this, o); }); }
   Tensor view(IntArrayRef s) const { return made([&](Tensor* o) { kshim::view(*this, s.data(), s.size(), o); }); }
@@ -425,11 +441,15 @@ template <> struct cpp_type<c10::ScalarType::Char> { using t = int8_t; };
 template <> struct cpp_type<c10::ScalarType::Short> { using t = int16_t; };
 template <> struct cpp_type<c10::ScalarType::Int> { using t = int32_t; };
 template <> struct cpp_type<c10::ScalarType::Long> { using t = int64_t; };
+#ifndef KSHIM_NO_HALF
 template <> struct cpp_type<c10::ScalarType::Half> { using t = c10::Half; };
+#endif
 template <> struct cpp_type<c10::ScalarType::Float> { using t = float; };
 template <> struct cpp_type<c10::ScalarType::Double> { using t = double; };
 template <> struct cpp_type<c10::ScalarType::Bool> { using t = bool; };
+#ifndef KSHIM_NO_HALF
 template <> struct cpp_type<c10::ScalarType::BFloat16> { using t = c10::BFloat16; };
+#endif
 }  // namespace kshim
 #define AT_PRIVATE_CASE_TYPE_USING_HINT(enum_type, HINT, ...)                     \
   case enum_type: {                                                               \
