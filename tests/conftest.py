@@ -21,6 +21,9 @@ SESSION_TMP = tempfile.mkdtemp(prefix="kernel_env_tests_")
 os.environ["TMPDIR"] = tempfile.tempdir = SESSION_TMP
 # servers and judges started by tests inherit this cache
 os.environ.setdefault("KERNEL_ENV_CACHE", tempfile.mkdtemp(prefix="cache_"))
+# The tests' judges use the built-in small tasks: a KERNELBENCH_DIR left in the environment would send
+# them to KernelBench's. A GPU test that needs one of KernelBench's tasks takes it from here.
+KERNELBENCH_DIR = os.environ.pop("KERNELBENCH_DIR", "")
 # The test submissions compile with -O2: one precompiled header (judge/prebuild.py), not three.
 os.environ.setdefault("KERNEL_ENV_PCH_VARIANTS", "O2")
 
@@ -28,6 +31,26 @@ os.environ.setdefault("KERNEL_ENV_PCH_VARIANTS", "O2")
 @pytest.fixture(scope="session")
 def cache_dir() -> Path:
     return Path(os.environ["KERNEL_ENV_CACHE"])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_precompiled_header(request):
+    """The session's precompiled torch/extension.h (judge/prebuild.py), made before the first test when
+    any test that builds C++ (a slow one) is to run. A judge that finds none builds it beside its own
+    first builds, which then go without it (~2x the CPU each)."""
+    if any(item.get_closest_marker("slow") for item in request.session.items):
+        from kernel_env.judge import prebuild
+        prebuild.build(Path(os.environ["KERNEL_ENV_CACHE"]), with_cuda=False, variants=("O2",))
+
+
+def sharing_the_precompiled_header(cache: Path) -> Path:
+    """`cache`, a judge cache of a test's own, pointed at the session's precompiled header (the
+    pointer file judge/prebuild.py leaves), so that its judge uses that one instead of making another
+    (a CPU-minute each on this machine's 2 cores). Nothing to point at: nothing written."""
+    for pointer in (Path(os.environ["KERNEL_ENV_CACHE"]) / "pch").glob("latest-*.json"):
+        (cache / "pch").mkdir(parents=True, exist_ok=True)
+        shutil.copy(pointer, cache / "pch" / pointer.name)
+    return cache
 
 
 def pytest_sessionfinish(session, exitstatus):

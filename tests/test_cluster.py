@@ -37,8 +37,9 @@ def cluster():
 
 
 def _config(cache_dir, **kw):
+    # the session's precompiled header (conftest.py) is in cache_dir already: the nodes' judges use it
     return JudgeConfig(device="cpu", cache_dir=cache_dir, timing_budget_s=0.3, build_slots=1,
-                       precompiled_header=False, work_dir=tempfile.mkdtemp(prefix="kernel_env_test_work_"), **kw)
+                       work_dir=tempfile.mkdtemp(prefix="kernel_env_test_work_"), **kw)
 
 
 async def _until(cond, timeout_s, what):

@@ -20,7 +20,7 @@ from kernel_env.judge import Judge, JudgeConfig, deadlines
 from kernel_env.judge.run_stage import drive
 from kernel_env.judge.sandbox import PYTHON, Proc, child_env, isolation, wrap
 
-from conftest import submission
+from conftest import sharing_the_precompiled_header, submission
 
 slow = pytest.mark.slow  # builds C++ (one build of a source of its own), runs a judge
 
@@ -32,7 +32,7 @@ KILL_SLACK_S = 3.0  # the kill, the process tree's exit and the event loop's tur
 
 
 def _cfg(tmp_path, **kw) -> JudgeConfig:
-    return JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", **{**FAST, **kw})
+    return JudgeConfig(device="cpu", cache_dir=sharing_the_precompiled_header(tmp_path / "cache"), **{**FAST, **kw})
 
 
 async def _start(tmp_path, script: str) -> Proc:

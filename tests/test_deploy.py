@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import sharing_the_precompiled_header
 from test_server import TOKEN, Server, _free_port, processes_using, wait_for
 
 from kernel_env.server.app import ROUTES, TOKEN_ENV, WEBSOCKET_ROUTES
@@ -97,7 +98,7 @@ class ImageCommand(Server):
     def __init__(self, root: Path, settings: dict[str, str], path: str | None = None,
                  argv: list[str] | None = None, host: str | None = None):
         self.root, self.port = root, _free_port()
-        self.tmp, self.cache = root / "tmp", root / "cache"
+        self.tmp, self.cache = root / "tmp", sharing_the_precompiled_header(root / "cache")
         self.tmp.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_ENV_")}
         env.update(image_settings())

@@ -10,7 +10,6 @@ then checks one case. Files whose name starts with gpu_ need CUDA and are only c
 """
 import ast
 import asyncio
-import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from kernel_env.judge import Judge, JudgeConfig
 from kernel_env.server.reward import compute_reward
 from kernel_env.tasks import TaskSet, task_folder
 
-from conftest import ROOT, submission
+from conftest import KERNELBENCH_DIR, ROOT, submission
 
 slow = pytest.mark.slow  # runs a judge: builds the test extensions, Triton under its interpreter
 HACKS, HONEST = ROOT / "tests" / "hacks", ROOT / "tests" / "honest"
@@ -363,9 +362,9 @@ def check_gpu_verdicts(vs: dict) -> None:
 
 @slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-only cases")
-@pytest.mark.skipif(not os.environ.get("KERNELBENCH_DIR"), reason="needs KernelBench's level1/19_ReLU ($KERNELBENCH_DIR)")
+@pytest.mark.skipif(not KERNELBENCH_DIR, reason="needs KernelBench's level1/19_ReLU ($KERNELBENCH_DIR)")
 def test_gpu_cases(cache_dir):
-    check_gpu_verdicts(run_gpu_cases(cache_dir, os.environ["KERNELBENCH_DIR"]))
+    check_gpu_verdicts(run_gpu_cases(cache_dir, KERNELBENCH_DIR))
 
 
 def _hardening_script():

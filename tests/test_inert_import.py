@@ -12,6 +12,7 @@ from kernel_env.judge import Judge, JudgeConfig
 from kernel_env.judge.inert_import import is_inert
 
 from cases import submission
+from conftest import sharing_the_precompiled_header
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,7 +76,7 @@ def test_anything_that_runs_at_import_is_not_inert(extra):
 
 
 def test_an_inert_import_skips_the_build_stage_and_one_that_runs_code_does_not(tmp_path):
-    judge = Judge(JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", work_dir=tmp_path / "work"))
+    judge = Judge(JudgeConfig(device="cpu", cache_dir=sharing_the_precompiled_header(tmp_path / "cache"), work_dir=tmp_path / "work"))
     inert = submission(ROOT / "tests" / "submissions" / "triton_relu.py")
     v = judge.evaluate_sync("level1/1_Small_ReLU", inert)
     assert v.stage == "timed" and v.correct, v.feedback
@@ -87,7 +88,7 @@ def test_an_inert_import_skips_the_build_stage_and_one_that_runs_code_does_not(t
 
 
 def test_an_inert_source_that_fails_at_import_gets_the_import_error(tmp_path):
-    judge = Judge(JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", work_dir=tmp_path / "work"))
+    judge = Judge(JudgeConfig(device="cpu", cache_dir=sharing_the_precompiled_header(tmp_path / "cache"), work_dir=tmp_path / "work"))
     src = submission(ROOT / "tests" / "submissions" / "triton_relu.py").replace(
         "\nclass ModelNew", "\nBROKEN = NOT_DEFINED_ANYWHERE\n\n\nclass ModelNew", 1)
     assert is_inert(ast.parse(src))

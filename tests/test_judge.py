@@ -18,7 +18,7 @@ from kernel_env.judge import Judge, JudgeConfig
 from kernel_env.judge.compare import compare_outputs
 from kernel_env.judge.roofline import count_flops, speed_of_light
 
-from conftest import ROOT, submission, waits_for_the_loop
+from conftest import ROOT, sharing_the_precompiled_header, submission, waits_for_the_loop
 
 slow = pytest.mark.slow  # runs a judge's processes: builds, candidates, reference workers
 
@@ -240,7 +240,7 @@ def test_flags_that_change_the_toolchain_are_refused_before_any_compile(tmp_path
     program of the candidate's choosing where the module is made: the judge refuses the call."""
     code = submission("relu_ok.py").replace('extra_cflags=["-O2"]', f'extra_cflags=["-O2", {flag!r}]', 1)
     assert flag in code
-    judge = make_judge(tmp_path / "cache")
+    judge = make_judge(sharing_the_precompiled_header(tmp_path / "cache"))
     v = judge.evaluate_sync("level1/1_Small_ReLU", code)
     assert (v.stage, v.error_kind) == ("build", "build_error"), v.feedback
     assert "not allowed" in v.feedback and flag.split("/")[0] in v.feedback, v.feedback

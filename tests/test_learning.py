@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, sharing_the_precompiled_header
 from kernel_env.server.reward import RewardConfig
 
 TASK = "level2/4_Small_Scale_Shift_ReLU"
@@ -183,7 +183,7 @@ def test_the_warm_start_can_train_on_the_prompt_the_env_server_sends(tmp_path, m
     from kernel_env.agent.session import EnvSession
     from kernel_env.agent.warm_start import corpus_dir_for, fetch_env_prompts, load_corpus, prompt, sft_rows
 
-    monkeypatch.setenv("KERNEL_ENV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNEL_ENV_CACHE", str(sharing_the_precompiled_header(tmp_path / "cache")))
     args = ["--max-turns", "1", "--stats-interval-s", "0", "--timing-budget-s", "0.3"]
     task = "level2/2_Small_Scale_Add_Clamp"
     got = fetch_env_prompts([task], "cpu", args, tmp_path / "env_server.log")

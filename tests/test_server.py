@@ -27,6 +27,8 @@ import pytest
 
 from kernel_env.judge.builds import CALL_FILE
 
+from conftest import sharing_the_precompiled_header
+
 REPO = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPO / "tests" / "submissions"
 TOKEN = "test-" + secrets.token_hex(12)
@@ -172,7 +174,7 @@ class Server:
 
     def __init__(self, root: Path, *args: str, token: str | None = TOKEN, cache: Path | None = None):
         self.root, self.port = root, _free_port()
-        self.tmp, self.cache = root / "tmp", cache or root / "cache"
+        self.tmp, self.cache = root / "tmp", cache or sharing_the_precompiled_header(root / "cache")
         self.tmp.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k != "KERNEL_ENV_TOKEN"}
         env.update(TMPDIR=str(self.tmp), KERNEL_ENV_CACHE=str(self.cache), PYTHONPATH=str(REPO))
