@@ -167,8 +167,10 @@ def landed(ext: Path) -> str:
     if (f / fb.LIGHT_FAILED).exists():
         return "torch"
     cu = f / "cuda.cu"
-    first = cu.read_text().split("\n", 1)[0] if cu.exists() else ""
-    prelude = "shim" if "prelude_shim" in first else "core" if "prelude_core" in first else "torch"
+    # the prelude's include comes first, after the shim's macros for the parts it leaves out
+    head = next((line for line in (cu.read_text().split("\n", 4)[:4] if cu.exists() else [])
+                 if not line.startswith("#define KSHIM_")), "")
+    prelude = "shim" if "prelude_shim" in head else "core" if "prelude_core" in head else "torch"
     main = f / "main.cpp"
     if prelude == "shim" and main.exists() and main.read_text().startswith(f'#include "{fb.BINDING_HEADER}"'):
         prelude += "+light"
