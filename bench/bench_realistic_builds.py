@@ -21,12 +21,18 @@ needed), --compile-only compiles each .cu as fast_build writes it, shim first, t
 torch's own text, with torch's nvcc flags: the prelude each would land on (main.cpp not compiled):
 
     python bench/bench_realistic_builds.py --compile-only --nvcc /path/to/nvcc
+
+and, side by side, nvcc's CPU seconds on each .cu under the shim as fast_build writes it (without the
+half-precision types or the accessors when the sources name neither) and under the whole shim:
+
+    python bench/bench_realistic_builds.py --compile-only --preludes shim-whole shim --keep-going
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -107,21 +113,28 @@ def _cpu_torch_compat() -> str:
 def compile_only(path: Path, nvcc: str, arch: str, keep_going: bool, preludes=("shim", "core", "torch"),
                  first_include: str = "") -> dict:
     """The prelude this file's .cu compiles under, tried in fast_build's order."""
-    from kernel_env.candidate.fast_build import light_cuda_source
+    from kernel_env.candidate.fast_build import light_cuda_source, shim_leaves_out
     a = load_inline_args(path)
     cuda = _list(a.get("cuda_sources"))
-    row = {"file": path.name, "task": task_of(path), "tries": {}}
+    row = {"file": path.name, "task": task_of(path), "tries": {}, "shim_leaves_out": shim_leaves_out(cuda)}
     with tempfile.TemporaryDirectory(prefix="realistic-cu-") as d:
         for prelude in preludes:
-            body = (light_cuda_source(cuda, prelude) if prelude != "torch" else
-                    ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] + cuda)
+            if prelude == "torch":
+                body = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] + cuda
+            elif prelude == "shim-whole":  # the shim with every part kept, as before it left any out
+                n = len(row["shim_leaves_out"])
+                body = light_cuda_source(cuda, "shim")
+                body = body[n:n + 1] + body[n + 2:] if n else body
+            else:
+                body = light_cuda_source(cuda, prelude)
             cu = Path(d) / f"{prelude}.cu"
             cu.write_text("\n".join(body))
-            t = time.time()
+            t, cpu = time.time(), _children_cpu_s()
             p = subprocess.run(nvcc_command(nvcc, cu, _list(a.get("extra_cuda_cflags")), arch, first_include),
                                capture_output=True, text=True)
             errors = [l for l in p.stderr.splitlines() if "error" in l][:3]
-            row["tries"][prelude] = {"ok": p.returncode == 0, "s": round(time.time() - t, 1), "errors": errors}
+            row["tries"][prelude] = {"ok": p.returncode == 0, "s": round(time.time() - t, 1),
+                                     "cpu_s": round(_children_cpu_s() - cpu, 2), "errors": errors}
             if p.returncode == 0:
                 row.setdefault("landed", prelude)
                 if not keep_going:
@@ -130,27 +143,44 @@ def compile_only(path: Path, nvcc: str, arch: str, keep_going: bool, preludes=("
     return row
 
 
+def _children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def run_compile_only(args) -> int:
     files = [Path(f) for f in args.files] or spread_files()
     rows = []
     for f in files:  # one at a time: nvcc of a torch header is most of a CPU
         r = compile_only(f, args.nvcc, args.arch, args.keep_going, tuple(args.preludes), args.include_dir)
         rows.append(r)
-        tries = "  ".join(f"{k} {'ok' if v['ok'] else 'FAIL'} {v['s']:.1f}s" for k, v in r["tries"].items())
+        tries = "  ".join(f"{k} {'ok' if v['ok'] else 'FAIL'} {v['s']:.1f}s {v['cpu_s']:.1f} CPU-s" for k, v in r["tries"].items())
         print(f"{r['file']:40s} -> {r['landed']:6s} [{tries}]", flush=True)
         for k, v in r["tries"].items():
             if not v["ok"]:
                 for e in v["errors"][:2]:
                     print(f"      {k}: {e.strip()[:200]}")
     _hit_rate(rows)
+    _cpu_side_by_side(rows, args.preludes)
     if args.json:
         Path(args.json).write_text(json.dumps({"mode": "compile-only", "rows": rows}, indent=1))
     return 0
 
 
+def _cpu_side_by_side(rows: list[dict], preludes) -> None:
+    """With --keep-going and several preludes: nvcc's CPU seconds per prelude, medians over the files
+    that every one of them compiled, and each against the first named."""
+    both = [r for r in rows if len(r["tries"]) == len(preludes) and all(v["ok"] for v in r["tries"].values())]
+    if len(preludes) < 2 or not both:
+        return
+    med = {k: statistics.median(r["tries"][k]["cpu_s"] for r in both) for k in preludes}
+    print(f"nvcc CPU-s per .cu, median over the {len(both)} files every prelude compiled: "
+          + ", ".join(f"{k} {v:.2f} ({v / max(med[preludes[0]], 1e-9):.2f}x)" for k, v in med.items()))
+
+
 def _hit_rate(rows: list[dict]) -> None:
     n = len(rows)
-    counts = {k: sum(r["landed"].split("+")[0] == k for r in rows) for k in ("shim", "core", "torch", "none", "failed")}
+    counts = {k: sum(r["landed"].split("+")[0].removesuffix("-whole") == k for r in rows) for k in ("shim", "core", "torch", "none", "failed")}
     others = n - sum(counts.values())
     print("\nlanded on: " + ", ".join(f"{k} {v}/{n}" for k, v in counts.items() if v)
           + (f", not the shim {others}/{n}" if others else "")
@@ -243,8 +273,11 @@ def main() -> int:
     ap.add_argument("--compile-only", action="store_true", help="no GPU: nvcc each .cu per prelude")
     ap.add_argument("--nvcc", default="nvcc")
     ap.add_argument("--arch", default="90a", help="--compile-only's target (sm_90a: the H200)")
-    ap.add_argument("--preludes", nargs="+", default=["shim", "core", "torch"], choices=["shim", "core", "torch"],
-                    help="--compile-only: the preludes to try, in order (`shim` alone: the shim hit rate, quickly)")
+    ap.add_argument("--preludes", nargs="+", default=["shim", "core", "torch"],
+                    choices=["shim", "shim-whole", "core", "torch"],
+                    help="--compile-only: the preludes to try, in order (`shim` alone: the shim hit rate, quickly; "
+                    "`shim-whole`: the shim with no part left out, e.g. `--preludes shim-whole shim --keep-going` "
+                    "for nvcc's CPU side by side)")
     ap.add_argument("--include-dir", default="", help="--compile-only: a folder of prelude headers searched first "
                     "(e.g. another version's, to compare hit rates)")
     ap.add_argument("--keep-going", action="store_true", help="--compile-only: try every prelude, not the first that compiles")
