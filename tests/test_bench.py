@@ -187,3 +187,21 @@ def test_every_fast_build_mode_gets_the_precompiled_headers(tmp_path):
         assert ("KERNEL_ENV_BINDING_OBJECTS" in env) == mode.endswith("-shared"), mode
     plain = build_env("plain", tmp_path / "ext", "/pch")
     assert "KERNEL_ENV_PCH_DIR" not in plain and "KERNEL_ENV_CUDA_PRELUDE" not in plain
+
+
+@pytest.mark.skipif(not __import__("shutil").which("nvcc"), reason="needs nvcc (CUDA toolkit; no GPU)")
+def test_realistic_builds_compile_only_puts_the_whole_shim_beside_the_shim(tmp_path):
+    out = tmp_path / "realistic.json"
+    files = [f"bench/realistic_submissions/{f}" for f in ("l1_20_leakyrelu_basic.py", "l1_26_gelu_template_fp16.py")]
+    p = subprocess.run([sys.executable, "bench/bench_realistic_builds.py", "--compile-only", "--preludes", "shim-whole",
+                        "shim", "--keep-going", "--json", str(out), *files], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    rows = {r["file"]: r for r in json.loads(out.read_text())["rows"]}
+    # both parts left out of the plain kernel, only the accessors out of the fp16 one; each compiled both ways
+    assert rows["l1_20_leakyrelu_basic.py"]["shim_leaves_out"] == ["KSHIM_NO_HALF", "KSHIM_NO_ACCESSOR"]
+    assert rows["l1_26_gelu_template_fp16.py"]["shim_leaves_out"] == ["KSHIM_NO_ACCESSOR"]
+    for r in rows.values():
+        assert list(r["tries"]) == ["shim-whole", "shim"] and all(t["ok"] and t["cpu_s"] > 0 for t in r["tries"].values()), r
+    assert "landed on: shim 2/2" in p.stdout
+    assert "median over the 2 files every prelude compiled: shim-whole" in p.stdout
