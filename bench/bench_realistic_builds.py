@@ -122,9 +122,7 @@ def compile_only(path: Path, nvcc: str, arch: str, keep_going: bool, preludes=("
             if prelude == "torch":
                 body = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] + cuda
             elif prelude == "shim-whole":  # the shim with every part kept, as before it left any out
-                n = len(row["shim_leaves_out"])
-                body = light_cuda_source(cuda, "shim")
-                body = body[n:n + 1] + body[n + 2:] if n else body
+                body = light_cuda_source(cuda, "shim", leave_out=False)
             else:
                 body = light_cuda_source(cuda, prelude)
             cu = Path(d) / f"{prelude}.cu"

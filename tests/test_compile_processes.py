@@ -11,8 +11,6 @@ from kernel_env.judge import Judge, JudgeConfig
 from kernel_env.judge.pools import COMPILE
 from kernel_env.judge.sandbox import isolation
 
-from test_fast_build import pch  # noqa: F401 (the session's precompiled header, a fixture: builds take seconds)
-
 RELU = "level1/1_Small_ReLU"
 # a source the judge reads as inert but for a load_inline call with literal arguments
 LITERAL = ("import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
@@ -30,8 +28,7 @@ def literal(tag: str, flags: str = "") -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["bwrap", "unshare"])
-def test_a_compile_process_serves_the_next_call_and_its_compilers_write_only_the_calls_folder(mode, cache_dir, pch,
-                                                                                             tmp_path):
+def test_a_compile_process_serves_the_next_call_and_its_compilers_write_only_the_calls_folder(mode, cache_dir, tmp_path):
     try:
         isolation(mode)
     except RuntimeError:

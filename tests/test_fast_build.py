@@ -360,6 +360,7 @@ def test_the_shim_leaves_out_the_parts_a_kernel_does_not_name():
     assert light_cuda_source([plain], "core") == ['#include "cuda_prelude_core.h"', plain]
     lean = light_cuda_source([plain], "shim")
     assert lean[:2] == ["#define KSHIM_NO_HALF", "#define KSHIM_NO_ACCESSOR"] and lean[-2:] == ["#line 2", plain]
+    assert light_cuda_source([plain], "shim", leave_out=False) == ['#include "cuda_prelude_shim.h"', plain]
 
 
 @pytest.mark.skipif(not __import__("shutil").which("nvcc"), reason="needs nvcc (CUDA toolkit; no GPU)")

@@ -390,17 +390,17 @@ def _build(a: dict, build_dir: Path, pch_dir: str, prelude: str | None, light_bi
                       keep_intermediates=a.get("keep_intermediates", True))
 
 
-def light_cuda_source(cuda_sources: list[str], prelude: str) -> list[str]:
+def light_cuda_source(cuda_sources: list[str], prelude: str, leave_out: bool = True) -> list[str]:
     """The .cu of the light path: the prelude first (in place of load_inline's torch/types.h), and the
     submission's own includes of torch's umbrella headers commented out (line numbers kept); under
     the shim, also those of what the shim declares itself (CUDAContext.h, CUDAGuard.h, CUDAStream.h,
     CUDAException.h, Dispatch.h, ...), and without its half-precision types or its accessors when the
-    sources name neither (shim_leaves_out)."""
+    sources name neither (shim_leaves_out; `leave_out` False: the whole shim, for a side by side)."""
     if prelude not in ("core", "aten", "shim"):
         raise ValueError(f"unknown prelude {prelude!r}")
     pattern = _SHIM_INCLUDE if prelude == "shim" else _HEAVY_INCLUDE
     head = [f'#include "cuda_prelude_{prelude}.h"']
-    if prelude == "shim" and (left_out := shim_leaves_out(cuda_sources)):
+    if prelude == "shim" and leave_out and (left_out := shim_leaves_out(cuda_sources)):
         head = [f"#define {m}" for m in left_out] + head + ["#line 2"]  # the sources' lines numbered as without
     return head + [pattern.sub(r"// (light prelude) \g<0>", s) for s in cuda_sources]
 
