@@ -205,3 +205,14 @@ def test_realistic_builds_compile_only_puts_the_whole_shim_beside_the_shim(tmp_p
         assert list(r["tries"]) == ["shim-whole", "shim"] and all(t["ok"] and t["cpu_s"] > 0 for t in r["tries"].values()), r
     assert "landed on: shim 2/2" in p.stdout
     assert "median over the 2 files every prelude compiled: shim-whole" in p.stdout
+
+
+def test_triton_kernels_compile_for_a_gpu_in_a_process_without_one():
+    # experiments/triton_precompile.py: the submission's forward on the task's shapes (meta-made, never
+    # written), its launches compiled for sm_90 without a GPU (the GPU side, --gpu, runs on a device)
+    p = subprocess.run([sys.executable, "experiments/triton_precompile.py", "--sub", "tests/honest/triton_softmax_stable.py",
+                        "--task", "kernel_env/data/small_tasks/level1/3_Small_Softmax.py", "--target", "cuda:90:32"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert "compiled without a GPU for cuda:90:32: _softmax in" in p.stdout, p.stdout
+    assert "(1 cache entries; cubins _softmax.cubin for arch 90)" in p.stdout, p.stdout
