@@ -35,11 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 _LOAD = r'''
-import importlib.util, json, os, sys, time, torch, triton
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); return m
-task, sub = load(sys.argv[2], "task"), load(sys.argv[1], "submission")
+import json, os, sys, time, torch, triton
+from kernel_env import harness
+task, sub = harness.load_module(sys.argv[2], "task"), harness.load_module(sys.argv[1], "submission")
 '''
 
 # no GPU in this process (CUDA_VISIBLE_DEVICES is empty): compile only, for the target in argv[3]
@@ -102,10 +100,7 @@ triton_warm.warm(dev)
 torch.cuda.synchronize(dev)
 cache = os.environ["TRITON_CACHE_DIR"]
 before = set(os.listdir(cache))
-torch.manual_seed(0)
-with torch.device(dev):
-    inputs, init = task.get_inputs(), task.get_init_inputs()
-    model = sub.ModelNew(*init)
+inputs, model = harness.make_inputs(task, 0, dev), harness.make_model(sub.ModelNew, task, 0, dev)
 torch.cuda.synchronize(dev)
 out = {"target": str(triton.runtime.driver.active.get_current_target())}
 for name in ("first", "second"):
